@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { createService } from './server.ts';
+
+const USAGE = `Usage: npm run cli -- <command> [options]
+
+Commands:
+  serve                 Run the HTTP service (REST /api/v1, /docs) — what \`npm start\` does
+  backfill              Compute and store the signal history, then exit
+
+Options (each overrides the environment variable of the same name):
+  --as-of YYYY-MM-DD    Serve the state as of this UTC day (AS_OF)
+  --port N              Port (PORT)
+  --host ADDR           Interface (HOST)
+  --data-dir DIR        Dataset folder (DATA_DIR)
+`;
+
+function config(values: Record<string, string | boolean | undefined>): Config {
+  const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  const overrides: Partial<Record<keyof Config, string>> = {};
+  if (str('as-of')) overrides.AS_OF = str('as-of');
+  if (str('port')) overrides.PORT = str('port');
+  if (str('host')) overrides.HOST = str('host');
+  if (str('data-dir')) overrides.DATA_DIR = str('data-dir');
+  return loadConfig(process.env, overrides);
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    strict: true,
+    options: {
+      'as-of': { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'data-dir': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const cmd = positionals[0] ?? 'serve';
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const cfg = config(values);
+  if (cmd === 'serve') {
+    const svc = await createService(cfg);
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      svc.app.log.info({ signal }, 'shutting down');
+      await svc.stop();
+      process.exit(0);
+    };
+    process.on('SIGINT', () => void stop('SIGINT'));
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+    await svc.app.listen({ port: cfg.PORT, host: cfg.HOST });
+    svc.app.log.info({ as_of: svc.market.asOf, database: svc.database.kind }, 'market-intelligence service ready');
+    return;
+  }
+  if (cmd === 'backfill') {
+    const svc = await createService({ ...cfg, LOG_LEVEL: cfg.LOG_LEVEL });
+    await svc.stop();
+    return;
+  }
+  process.stderr.write(`Unknown command '${cmd}'.\n\n${USAGE}`);
+  process.exit(2);
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError || err instanceof RangeError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    process.stderr.write(`${(err as Error).message}\n`);
+  } else {
+    process.stderr.write(`Failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
+  }
+  process.exit(1);
+});

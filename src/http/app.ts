@@ -1,0 +1,113 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Config } from '../config.ts';
+import type { MarketService } from '../services/market.ts';
+import { pingDatabase, type Database } from '../store/db.ts';
+import { sendError } from './envelope.ts';
+import { ServiceError } from './errors.ts';
+import { marketRoutes } from './routes/v1/market.ts';
+
+/** What the HTTP app is built from. */
+export interface AppDeps {
+  config: Pick<Config, 'LOG_LEVEL'>;
+  market: MarketService;
+  database: Database | null;
+  /** pino destination for tests (e.g. a stream that collects log lines); default stdout. */
+  logStream?: NodeJS.WritableStream;
+}
+
+const LOCATION: Record<string, string> = { querystring: 'query parameter', params: 'path parameter', body: 'body field', headers: 'header' };
+
+/**
+ * Builds the Fastify app: /api/v1 routes with the envelope, OpenAPI at
+ * /api/v1/openapi.json, the API reference at /docs (local assets, no CDN), /healthz and
+ * /readyz. Every request gets an id (echoed as `X-Request-Id` and in `meta.request_id`),
+ * logged with each line.
+ */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: {
+      level: deps.config.LOG_LEVEL,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', '*.key', '*.password', '*.token'], censor: '[redacted]' },
+      ...(deps.logStream ? { stream: deps.logStream } : {}),
+    },
+    genReqId: () => randomUUID(),
+    requestIdLogLabel: 'request_id',
+    disableRequestLogging: false,
+    trustProxy: false,
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  const asOf = deps.market.asOf;
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('X-Request-Id', req.id);
+  });
+
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    if (err instanceof ServiceError) {
+      if (err.status >= 500) req.log.error({ err }, 'service error');
+      return sendError(req, reply, err.status, err.code, err.message, err.details, asOf);
+    }
+    if (err.validation) {
+      const where = LOCATION[err.validationContext ?? ''] ?? 'parameter';
+      const first = err.validation[0];
+      const field = first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') || (first?.params as { missingProperty?: string } | undefined)?.missingProperty || '';
+      const message = `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
+      return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
+    }
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      // Fastify's own client errors (malformed JSON, wrong content type, body too large).
+      return sendError(req, reply, 400, 'INVALID_PARAMETER', err.message, undefined, asOf);
+    }
+    req.log.error({ err }, 'unhandled error');
+    return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
+  });
+
+  app.setNotFoundHandler((req, reply) =>
+    sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf),
+  );
+
+  await app.register(fastifySwagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Market Intelligence API',
+        version: '1.0.0',
+        description:
+          'Explained crypto trading signals, the BTC market regime, on-chain health and chain metrics, computed point-in-time from real market data. Every response uses the envelope `{status, data, meta}`; errors `{status: "error", data: null, error: {code, message, details?}, meta}`. Methodology: docs/methodology.md.',
+      },
+      servers: [{ url: '/' }],
+      tags: [
+        { name: 'signals', description: 'Trading signals and their history' },
+        { name: 'regime', description: 'BTC market regime' },
+        { name: 'chains', description: 'On-chain health and metrics' },
+        { name: 'assets', description: 'Supported assets' },
+      ],
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { url: '/api/v1/openapi.json' } as never });
+
+  await app.register(
+    async (v1) => {
+      v1.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+      await v1.register(marketRoutes, { market: deps.market });
+    },
+    { prefix: '/api/v1' },
+  );
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
+    const db = deps.database ? await pingDatabase(deps.database.db) : true;
+    const ready = db && deps.market.signalSeries.size > 0;
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks: { database: db, data: deps.market.signalSeries.size > 0 }, as_of: asOf });
+  });
+
+  return app;
+}

@@ -1,0 +1,63 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { ErrorCode } from './errors.ts';
+
+/** `meta` of every v1 response (DECISIONS.md "Envelope meta"). */
+export interface Meta {
+  /** ISO 8601 UTC with milliseconds. */
+  timestamp: string;
+  version: 'v1';
+  /** True when the data was served from a cache filled before this request. */
+  cached: boolean;
+  request_id: string;
+  /** The service's as-of day (newest data visible), YYYY-MM-DD. */
+  as_of: string | null;
+}
+
+export const MetaSchema = z.object({
+  timestamp: z.string(),
+  version: z.literal('v1'),
+  cached: z.boolean(),
+  request_id: z.string(),
+  as_of: z.string().nullable(),
+});
+
+/** Zod schema of a success envelope around `data`. */
+export function okEnvelope<T extends z.ZodType>(data: T) {
+  return z.object({ status: z.literal('ok'), data, meta: MetaSchema });
+}
+
+export const ErrorEnvelopeSchema = z.object({
+  status: z.literal('error'),
+  data: z.null(),
+  error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+  meta: MetaSchema,
+});
+
+function meta(req: FastifyRequest, cached: boolean, asOf: string | null): Meta {
+  return { timestamp: new Date().toISOString(), version: 'v1', cached, request_id: String(req.id), as_of: asOf };
+}
+
+/**
+ * Sends a success envelope around already-serialized `dataJson` (the payload is built by
+ * string concatenation so memoized answers are not serialized again on every request).
+ */
+export function sendOk(req: FastifyRequest, reply: FastifyReply, dataJson: string, cached: boolean, asOf: string | null, status = 200): FastifyReply {
+  const body = `{"status":"ok","data":${dataJson},"meta":${JSON.stringify(meta(req, cached, asOf))}}`;
+  return reply.code(status).type('application/json; charset=utf-8').send(body);
+}
+
+/** Sends an error envelope (`data: null`, `error`, `meta`). */
+export function sendError(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  code: ErrorCode,
+  message: string,
+  details: Record<string, unknown> | undefined,
+  asOf: string | null,
+): FastifyReply {
+  const error = details ? { code, message, details } : { code, message };
+  const body = JSON.stringify({ status: 'error', data: null, error, meta: meta(req, false, asOf) });
+  return reply.code(status).type('application/json; charset=utf-8').send(body);
+}

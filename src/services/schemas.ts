@@ -1,0 +1,153 @@
+import { z } from 'zod';
+
+/**
+ * Zod schemas of every `data` payload, shared by REST (response schemas, OpenAPI) and MCP
+ * (tool outputSchema). Field names and value sets follow ../shared/spec/DECISIONS.md.
+ */
+
+export const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/).describe('UTC calendar day, YYYY-MM-DD');
+export const SignalLevel = z.enum(['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell']);
+export const RegimeLevel = z.enum(['bull', 'bear', 'neutral']);
+export const ChainId = z.enum(['eth', 'sol', 'hype']);
+
+export const FactorSchema = z.object({
+  name: z.enum(['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'chain_health', 'regime']),
+  value: z.union([z.number(), z.string()]).describe('The raw input the factor scored, in `unit`'),
+  unit: z.string(),
+  score: z.number().min(-1).max(1).describe('-1 (bearish) .. 1 (bullish)'),
+  weight: z.number().min(0).max(1),
+  contribution: z.number().describe('weight * score; contributions sum to the signal score'),
+  explanation: z.string(),
+  source: z.string(),
+  as_of: Day,
+});
+
+export const MissingFactorSchema = z.object({ name: z.string(), reason: z.string() });
+
+export const SignalEntrySchema = z.object({
+  asset: z.string().describe('Canonical (CoinGecko) asset id'),
+  symbol: z.string(),
+  name: z.string(),
+  signal: SignalLevel,
+  score: z.number().min(-1).max(1),
+  confidence: z.number().min(0).max(1),
+  price_usd: z.number().describe("Close of the as-of day's daily candle, USD"),
+  change_24h_pct: z.number().nullable().describe('Close-to-close change over 1 day, %; null when the previous day is missing'),
+  change_7d_pct: z.number().nullable().describe('Close-to-close change over 7 days, %; null when that day is missing'),
+  since: Day.describe('Day the current signal value began'),
+  as_of: Day.describe('Day of the newest data used'),
+  factors: z.array(FactorSchema).optional().describe('With include_factors=true'),
+  missing_factors: z.array(MissingFactorSchema).optional().describe('With include_factors=true: factors without data, not invented'),
+});
+
+export const SignalsDataSchema = z.object({
+  signals: z.array(SignalEntrySchema),
+  unavailable: z.array(z.object({ asset: z.string(), reason: z.string() })).describe('Assets with no data at the as-of day'),
+});
+
+export const RegimeDataSchema = z.object({
+  regime: RegimeLevel,
+  score: z.number().min(-1).max(1),
+  confidence: z.number().min(0).max(1),
+  since: Day,
+  as_of: Day,
+  conditions: z.object({
+    rsi: z.object({ value: z.number(), period: z.number().int(), state: z.enum(['oversold', 'neutral', 'overbought']), as_of: Day }).nullable(),
+    fear_greed: z.object({ value: z.number().min(0).max(100), classification: z.string(), as_of: Day }).nullable(),
+    momentum: z
+      .object({ return_30d_pct: z.number(), price_vs_sma_200_pct: z.number(), state: z.enum(['positive', 'neutral', 'negative']), as_of: Day })
+      .nullable(),
+    funding_rate: z
+      .object({
+        value: z.number().describe('Fraction per 8 h'),
+        annualized_pct: z.number(),
+        state: z.enum(['negative', 'neutral', 'elevated', 'extreme']),
+        as_of: Day,
+      })
+      .nullable(),
+  }),
+  signals: z.array(SignalEntrySchema),
+});
+
+export const ChainHealthSchema = z.object({
+  chain: ChainId,
+  name: z.string(),
+  score: z.number().min(0).max(100).nullable().describe('0..100, 50 = normal; null when no metric has fresh data'),
+  status: z.enum(['strong', 'healthy', 'neutral', 'weak', 'critical', 'insufficient_data']),
+  z_score: z.number().nullable(),
+  regime: RegimeLevel,
+  sensitivity: z.number(),
+  components: z.array(
+    z.object({ metric: z.string(), value: z.number(), z_score: z.number(), weight: z.number(), contribution: z.number(), as_of: Day }),
+  ),
+  missing_metrics: z.array(z.object({ metric: z.string(), last_date: Day.nullable(), reason: z.string() })),
+  window_days: z.number().int(),
+  as_of: Day.nullable(),
+});
+
+export const ChainHealthListSchema = z.object({ chains: z.array(ChainHealthSchema) });
+
+export const ChainMetricsSchema = z.object({
+  chain: ChainId,
+  name: z.string(),
+  as_of: Day.describe('The service as-of day'),
+  metrics: z.record(
+    z.string(),
+    z.object({
+      value: z.number().nullable(),
+      change_7d: z.number().nullable(),
+      change_7d_pct: z.number().nullable(),
+      as_of: Day.nullable().describe('Day of this value; older than the service as-of day when the source stopped'),
+      source: z.string(),
+    }),
+  ),
+});
+
+export const AssetEntrySchema = z.object({
+  asset: z.string(),
+  symbol: z.string(),
+  name: z.string(),
+  signal: SignalLevel.nullable(),
+  score: z.number().nullable(),
+  price_usd: z.number().nullable(),
+  chain: ChainId.nullable(),
+  data_from: Day.nullable(),
+  data_to: Day.nullable(),
+  capabilities: z.object({
+    signals: z.boolean(),
+    factors: z.boolean(),
+    signal_history: z.boolean(),
+    chain_health: z.boolean(),
+    chain_metrics: z.boolean(),
+    funding_rate: z.boolean(),
+    thesis: z.boolean(),
+  }),
+});
+
+export const AssetsDataSchema = z.object({ assets: z.array(AssetEntrySchema) });
+
+export const HistoryEntrySchema = z.object({
+  changed_at: Day,
+  signal: SignalLevel,
+  previous_signal: SignalLevel.nullable(),
+  score: z.number(),
+  confidence: z.number(),
+  price_usd: z.number(),
+  factors: z.array(FactorSchema),
+});
+
+export const HistoryDataSchema = z.object({
+  asset: z.string(),
+  days: z.number().int(),
+  limit: z.number().int(),
+  entries: z.array(HistoryEntrySchema).describe('Newest first'),
+});
+
+export type SignalEntry = z.infer<typeof SignalEntrySchema>;
+export type SignalsData = z.infer<typeof SignalsDataSchema>;
+export type RegimeData = z.infer<typeof RegimeDataSchema>;
+export type ChainHealthData = z.infer<typeof ChainHealthSchema>;
+export type ChainMetricsData = z.infer<typeof ChainMetricsSchema>;
+export type AssetsData = z.infer<typeof AssetsDataSchema>;
+export type HistoryData = z.infer<typeof HistoryDataSchema>;
+export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;

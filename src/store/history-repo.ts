@@ -1,0 +1,113 @@
+import { and, desc, eq, gte, lte, sql } from 'drizzle-orm';
+import type { Db } from './db.ts';
+import { backfillState, signalHistory, signalSnapshots } from './schema.ts';
+import type { Factor, SignalLevel } from '../engine/types.ts';
+
+/** One stored signal change (see `signal_history`). */
+export interface StoredChange {
+  changed_at: string;
+  signal: SignalLevel;
+  previous_signal: SignalLevel | null;
+  score: number;
+  confidence: number;
+  price_usd: number;
+  factors: Factor[];
+}
+
+/** Rows per INSERT statement during a backfill (keeps statements well under parameter limits). */
+const BATCH = 500;
+
+/**
+ * Signal history and snapshot storage, the same on PGlite and PostgreSQL.
+ */
+export class HistoryRepo {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * The backfill state of an asset, or null when it was never backfilled.
+   */
+  async backfillState(asset: string): Promise<{ throughDate: string; engineVersion: string } | null> {
+    const rows = await this.db
+      .select({ throughDate: backfillState.throughDate, engineVersion: backfillState.engineVersion })
+      .from(backfillState)
+      .where(eq(backfillState.asset, asset));
+    return rows[0] ?? null;
+  }
+
+  /**
+   * Stores the signal changes of one asset through `throughDate`, in one transaction:
+   * existing rows (same asset and day) are kept as they are (history is never rewritten),
+   * so re-running is idempotent. Records `throughDate` so a restart can skip the work.
+   * @returns the number of rows inserted.
+   */
+  async storeChanges(asset: string, changes: StoredChange[], throughDate: string, engineVersion: string): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      let inserted = 0;
+      for (let i = 0; i < changes.length; i += BATCH) {
+        const rows = changes.slice(i, i + BATCH).map((c) => ({
+          asset,
+          changedAt: c.changed_at,
+          signal: c.signal,
+          previousSignal: c.previous_signal,
+          score: c.score,
+          confidence: c.confidence,
+          priceUsd: c.price_usd,
+          factors: c.factors,
+        }));
+        const res = await tx.insert(signalHistory).values(rows).onConflictDoNothing().returning({ id: signalHistory.id });
+        inserted += res.length;
+      }
+      await tx
+        .insert(backfillState)
+        .values({ asset, throughDate, engineVersion })
+        .onConflictDoUpdate({
+          target: backfillState.asset,
+          set: { throughDate, engineVersion, updatedAt: sql`now()` },
+        });
+      return inserted;
+    });
+  }
+
+  /**
+   * Signal changes of `asset` with `from <= changed_at <= to`, newest first, at most `limit`.
+   */
+  async listChanges(asset: string, from: string, to: string, limit: number): Promise<StoredChange[]> {
+    const rows = await this.db
+      .select()
+      .from(signalHistory)
+      .where(and(eq(signalHistory.asset, asset), gte(signalHistory.changedAt, from), lte(signalHistory.changedAt, to)))
+      .orderBy(desc(signalHistory.changedAt))
+      .limit(limit);
+    return rows.map((r) => ({
+      changed_at: r.changedAt,
+      signal: r.signal as SignalLevel,
+      previous_signal: (r.previousSignal as SignalLevel | null) ?? null,
+      score: r.score,
+      confidence: r.confidence,
+      price_usd: r.priceUsd,
+      factors: r.factors as Factor[],
+    }));
+  }
+
+  /** Upserts the served snapshot of each asset for one as-of day. */
+  async saveSnapshots(
+    asOf: string,
+    snaps: { asset: string; signal: string; score: number; confidence: number; price_usd: number; payload: unknown }[],
+  ): Promise<void> {
+    if (snaps.length === 0) return;
+    await this.db
+      .insert(signalSnapshots)
+      .values(snaps.map((s) => ({ asset: s.asset, asOf, signal: s.signal, score: s.score, confidence: s.confidence, priceUsd: s.price_usd, payload: s.payload })))
+      .onConflictDoUpdate({
+        target: [signalSnapshots.asset, signalSnapshots.asOf],
+        set: {
+          signal: sql`excluded.signal`,
+          score: sql`excluded.score`,
+          confidence: sql`excluded.confidence`,
+          priceUsd: sql`excluded.price_usd`,
+          payload: sql`excluded.payload`,
+          computedAt: sql`now()`,
+        },
+      });
+  }
+}

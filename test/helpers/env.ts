@@ -1,0 +1,61 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { loadConfig, ROOT_DIR, type Config } from '../../src/config.ts';
+
+/** PostgreSQL server used by the storage tests (override with TEST_PG_URL). */
+export const PG_BASE_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+let pgUp: Promise<boolean> | undefined;
+
+/** True when the PostgreSQL server answers; tests that need it skip with a clear message otherwise. */
+export function postgresAvailable(): Promise<boolean> {
+  pgUp ??= (async () => {
+    const c = new pg.Client({ connectionString: PG_BASE_URL, connectionTimeoutMillis: 2000 });
+    try {
+      await c.connect();
+      await c.end();
+      return true;
+    } catch {
+      return false;
+    }
+  })();
+  return pgUp;
+}
+
+/** Message used when a PostgreSQL test is skipped. */
+export const PG_SKIP = `SKIPPED: PostgreSQL not reachable at ${PG_BASE_URL} (these tests run in CI)`;
+
+/**
+ * Creates a fresh, empty PostgreSQL database for one test file and returns its URL and a
+ * function that drops it.
+ */
+export async function createTempPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `t_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+  const admin = new pg.Client({ connectionString: PG_BASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = PG_BASE_URL.replace(/\/[^/]*$/, `/${name}`);
+  return {
+    url,
+    async drop() {
+      const c = new pg.Client({ connectionString: PG_BASE_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+/** A config for tests: in-memory PGlite, silent logs, the bundled dataset. */
+export function testConfig(over: Record<string, string> = {}): Config {
+  return loadConfig({ PGLITE_DIR: 'memory://', LOG_LEVEL: 'silent', ...over });
+}
+
+/** Reads a dataset CSV independently of the service's loader (header -> rows of records). */
+export function readCsv(rel: string): Record<string, string>[] {
+  const text = readFileSync(path.join(ROOT_DIR, 'data', rel), 'utf8').trim().split('\n');
+  const header = text.shift()!.split(',');
+  return text.map((l) => Object.fromEntries(l.split(',').map((v, i) => [header[i], v])));
+}

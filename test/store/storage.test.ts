@@ -1,0 +1,93 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'drizzle-orm';
+import { openDatabase, type Database } from '../../src/store/db.ts';
+import { HistoryRepo, type StoredChange } from '../../src/store/history-repo.ts';
+import { signalHistory } from '../../src/store/schema.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable } from '../helpers/env.ts';
+
+const change = (day: string, signal: StoredChange['signal'], prev: StoredChange['previous_signal']): StoredChange => ({
+  changed_at: day,
+  signal,
+  previous_signal: prev,
+  score: 0.25,
+  confidence: 0.5,
+  price_usd: 100,
+  factors: [{ name: 'rsi', value: 55, unit: 'index', score: 0.1, weight: 1, contribution: 0.1, explanation: 'x', source: 'y', as_of: day }],
+});
+
+/** The same storage suite, run on each backend. */
+function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup: () => Promise<void> } | null>) {
+  describe(`storage on ${name}`, () => {
+    let ctx: { db: Database; cleanup: () => Promise<void> } | null = null;
+    before(async () => {
+      ctx = await open();
+    });
+    after(async () => ctx?.cleanup());
+
+    test('migrations create the tables; changes are stored once and listed newest first', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      const repo = new HistoryRepo(ctx.db.db);
+      assert.equal(await repo.backfillState('bitcoin'), null);
+      const rows = [change('2024-01-01', 'buy', null), change('2024-01-05', 'neutral', 'buy'), change('2024-02-01', 'sell', 'neutral')];
+      assert.equal(await repo.storeChanges('bitcoin', rows, '2024-02-10', 'v-test'), 3);
+      // Idempotent: the same rows again insert nothing and rewrite nothing.
+      const again = [...rows.slice(0, 2), { ...change('2024-02-01', 'strong_sell', 'neutral') }];
+      assert.equal(await repo.storeChanges('bitcoin', again, '2024-02-10', 'v-test'), 0);
+      const listed = await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 10);
+      assert.deepEqual(listed.map((r) => r.changed_at), ['2024-02-01', '2024-01-05', '2024-01-01']);
+      assert.equal(listed[0]!.signal, 'sell', 'a stored change is never rewritten');
+      assert.deepEqual(listed[2]!.factors, rows[0]!.factors);
+      assert.equal(listed[2]!.previous_signal, null);
+      assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
+      // Window and limit.
+      assert.deepEqual((await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10)).map((r) => r.changed_at), ['2024-01-05']);
+      assert.equal((await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 2)).length, 2);
+      assert.equal((await repo.listChanges('ethereum', '2000-01-01', '2100-01-01', 10)).length, 0);
+    });
+
+    test('a failing batch leaves no half-written state', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      const repo = new HistoryRepo(ctx.db.db);
+      const bad = [change('2024-03-01', 'buy', null), { ...change('2024-03-02', 'sell', 'buy'), score: null as unknown as number }];
+      await assert.rejects(repo.storeChanges('litecoin', bad, '2024-03-02', 'v-test'));
+      assert.equal((await repo.listChanges('litecoin', '2000-01-01', '2100-01-01', 10)).length, 0);
+      assert.equal(await repo.backfillState('litecoin'), null);
+    });
+
+    test('snapshots upsert per asset and day', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      const repo = new HistoryRepo(ctx.db.db);
+      await repo.saveSnapshots('2024-05-01', [{ asset: 'bitcoin', signal: 'buy', score: 0.2, confidence: 0.4, price_usd: 1, payload: { a: 1 } }]);
+      await repo.saveSnapshots('2024-05-01', [{ asset: 'bitcoin', signal: 'sell', score: -0.2, confidence: 0.4, price_usd: 1, payload: { a: 2 } }]);
+      const res = await ctx.db.db.execute(sql`select signal, payload from signal_snapshots where asset = 'bitcoin'`);
+      const rows = (res as unknown as { rows: { signal: string; payload: unknown }[] }).rows;
+      assert.equal(rows.length, 1);
+      assert.equal(rows[0]!.signal, 'sell');
+      assert.deepEqual(rows[0]!.payload, { a: 2 });
+      const count = await ctx.db.db.select({ n: sql<number>`count(*)::int` }).from(signalHistory);
+      assert.ok(count[0]!.n >= 3);
+    });
+  });
+}
+
+storageSuite('PGlite (embedded)', async () => {
+  const db = await openDatabase({ pgliteDir: 'memory://' });
+  return { db, cleanup: () => db.close() };
+});
+
+storageSuite('PostgreSQL', async () => {
+  if (!(await postgresAvailable())) {
+    console.log(`# ${PG_SKIP}`);
+    return null;
+  }
+  const tmp = await createTempPgDatabase();
+  const db = await openDatabase({ databaseUrl: tmp.url, pgliteDir: '' });
+  return {
+    db,
+    cleanup: async () => {
+      await db.close();
+      await tmp.drop();
+    },
+  };
+});
