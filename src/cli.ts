@@ -2,12 +2,17 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createService } from './server.ts';
+import { PLAN_TIERS } from './auth/tiers.ts';
+import { openDatabase } from './store/db.ts';
+import { AccountRepo } from './store/account-repo.ts';
 
 const USAGE = `Usage: npm run cli -- <command> [options]
 
 Commands:
   serve                 Run the HTTP service (REST /api/v1, /docs) — what \`npm start\` does
   backfill              Compute and store the signal history, then exit
+  users set-tier EMAIL TIER
+                        Set a user's plan (free | pro | api); every key of the user reports it
 
 Options (each overrides the environment variable of the same name):
   --as-of YYYY-MM-DD    Serve the state as of this UTC day (AS_OF)
@@ -63,6 +68,24 @@ async function main(): Promise<void> {
   if (cmd === 'backfill') {
     const svc = await createService({ ...cfg, LOG_LEVEL: cfg.LOG_LEVEL });
     await svc.stop();
+    return;
+  }
+  if (cmd === 'users' && positionals[1] === 'set-tier') {
+    const [email, tier] = positionals.slice(2);
+    if (!email || !tier || !(PLAN_TIERS as readonly string[]).includes(tier)) {
+      process.stderr.write(`Usage: npm run cli -- users set-tier EMAIL ${PLAN_TIERS.join('|')}\n`);
+      process.exit(2);
+    }
+    const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
+    try {
+      const n = await new AccountRepo(db.db).setTierByEmail(email, tier);
+      if (n === 0) {
+        process.stderr.write(`No user with email ${email} (a user appears after their first key creation or thesis).\n`);
+        process.exitCode = 1;
+      } else process.stdout.write(`${email}: tier set to ${tier}\n`);
+    } finally {
+      await db.close();
+    }
     return;
   }
   process.stderr.write(`Unknown command '${cmd}'.\n\n${USAGE}`);

@@ -30,6 +30,26 @@ const EnvSchema = z.object({
     .refine((s) => !Number.isNaN(Date.parse(`${s}T00:00:00Z`)), 'is not a valid calendar date')
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Redis URL for shared rate limits across instances; unset = per-instance memory limits. */
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  /**
+   * Proxies whose X-Forwarded-For is trusted (comma-separated IPs or CIDRs, e.g.
+   * `127.0.0.1,10.0.0.0/8`); unset = the socket address is the client.
+   */
+  TRUST_PROXY: z.string().min(1).optional(),
+  /** Public origin of this service (issuer of the embedded identity provider's JWTs). */
+  PUBLIC_URL: z.string().url('must be a URL like http://127.0.0.1:3000').optional(),
+  /**
+   * Issuer of an external identity provider (Auth0, Keycloak, Supabase, ...): its JWKS is
+   * found by OIDC discovery at `<issuer>/.well-known/openid-configuration`. Unset = embedded.
+   */
+  AUTH_ISSUER: z.string().url('must be the issuer URL of the identity provider').optional(),
+  /** Expected `aud` of the JWTs. */
+  AUTH_AUDIENCE: z.string().min(1).default('market-intel-api'),
+  /** Secret of the embedded identity provider (>= 32 chars); unset = generated once and kept beside the database. */
+  AUTH_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** How often per-key usage counters are written to the database, ms. */
+  USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
 });
 
 /** The validated configuration, read once at start. */

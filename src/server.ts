@@ -1,30 +1,127 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
 import type { Config } from './config.ts';
+import { createJwtVerifier } from './auth/jwt.ts';
+import { registerIdentityProvider } from './auth/identity.ts';
+import type { Tier } from './auth/tiers.ts';
 import { buildApp } from './http/app.ts';
+import type { JwtCheck } from './http/guard.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
+import { TierRateLimiter } from './rate-limit/limiter.ts';
+import { KeyService } from './services/keys.ts';
 import { MarketService } from './services/market.ts';
+import { ThesisService } from './services/theses.ts';
+import { UsageTracker } from './services/usage.ts';
+import { AccountRepo } from './store/account-repo.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { HistoryRepo } from './store/history-repo.ts';
 
-/** A started service: the app, its database and a way to stop both. */
+/** A built service: the app (not listening yet), its parts, and a way to stop everything. */
 export interface Service {
   app: FastifyInstance;
   market: MarketService;
   database: Database;
+  accounts: AccountRepo;
+  keys: KeyService;
+  theses: ThesisService;
+  usage: UsageTracker;
+  redis: Redis | null;
   stop(): Promise<void>;
 }
 
 /**
- * Builds the whole service from a config: opens the database (PGlite or PostgreSQL) and
- * migrates it, loads the dataset as of `AS_OF`, computes every series, backfills the
- * signal history (skipped when already done) and builds the HTTP app (not listening).
+ * The embedded identity provider's secret: AUTH_SECRET, or one generated at first start and
+ * kept beside the PGlite database (in memory for `memory://`).
  */
-export async function createService(config: Config, opts: { logStream?: NodeJS.WritableStream } = {}): Promise<Service> {
+function authSecret(config: Config): string {
+  if (config.AUTH_SECRET) return config.AUTH_SECRET;
+  if (config.DATABASE_URL || config.PGLITE_DIR.startsWith('memory://')) {
+    // With PostgreSQL and no AUTH_SECRET, sessions do not survive a restart (JWTs still verify via the stored JWKS).
+    return randomBytes(32).toString('base64url');
+  }
+  const file = path.join(path.dirname(config.PGLITE_DIR), 'auth-secret');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  mkdirSync(path.dirname(file), { recursive: true });
+  const s = randomBytes(32).toString('base64url');
+  writeFileSync(file, s, { mode: 0o600 });
+  return s;
+}
+
+/** Connects ioredis for the rate limiter; failures are logged and the limiter falls back to memory. */
+function connectRedis(url: string, log: (msg: string, err?: unknown) => void): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2000,
+    retryStrategy: (n) => Math.min(n * 200, 2000),
+  });
+  let down = false;
+  redis.on('error', (err) => {
+    if (!down) log('Redis unavailable: rate limits fall back to per-instance memory until it returns', err);
+    down = true;
+  });
+  redis.on('ready', () => {
+    if (down) log('Redis is back: rate limits are shared again');
+    down = false;
+  });
+  return redis;
+}
+
+/**
+ * Builds the whole service from a config: opens and migrates the database (PGlite or
+ * PostgreSQL), loads the dataset as of AS_OF and computes every series, backfills the signal
+ * history (skipped when already done), sets up identity (embedded, or an external OIDC
+ * issuer), API keys, rate limits (memory or Redis) and the HTTP app (not listening).
+ */
+export async function createService(config: Config, opts: { logStream?: NodeJS.WritableStream; publicUrl?: string } = {}): Promise<Service> {
   const database = await openDatabase({ databaseUrl: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR });
+  let redis: Redis | null = null;
+  let usage: UsageTracker | null = null;
   try {
     const provider = new DatasetProvider(config.DATA_DIR);
     const market = await MarketService.create(provider, new HistoryRepo(database.db), config.AS_OF);
-    const app = await buildApp({ config, market, database, logStream: opts.logStream });
+    const accounts = new AccountRepo(database.db);
+    let logger: FastifyInstance['log'] | null = null;
+    const log = (msg: string, err?: unknown) => (err ? logger?.warn({ err }, msg) : logger?.info(msg));
+    usage = new UsageTracker(accounts, config.USAGE_FLUSH_MS, (e) => logger?.error({ err: e }, 'usage flush failed; will retry'));
+    redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
+    const limiter = new TierRateLimiter(redis);
+    const keys = new KeyService(accounts, usage);
+    const theses = new ThesisService(accounts, market);
+
+    const publicUrl = (opts.publicUrl ?? config.PUBLIC_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
+    let jwt: JwtCheck | null = null;
+    if (config.AUTH_ISSUER) {
+      jwt = createJwtVerifier({ issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE });
+    }
+    const app = await buildApp({
+      config,
+      market,
+      database,
+      keys,
+      theses,
+      logStream: opts.logStream,
+      guard: {
+        keys,
+        get jwt() {
+          return jwt;
+        },
+        limiter,
+        usage,
+        userTier: async (id) => (await accounts.userTier(id)) as Tier | null,
+        asOf: market.asOf,
+      },
+      extra: async (a) => {
+        if (!config.AUTH_ISSUER) {
+          const idp = await registerIdentityProvider(a, { db: database.db, baseUrl: publicUrl, secret: authSecret(config), audience: config.AUTH_AUDIENCE });
+          jwt = createJwtVerifier({ issuer: idp.issuer, audience: idp.audience, jwks: idp.jwks });
+        }
+      },
+    });
+    logger = app.log;
     const t0 = performance.now();
     const result = await market.backfill();
     app.log.info(
@@ -32,16 +129,28 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       'signal history backfill',
     );
     market.warm();
+    usage.start();
+    const u = usage;
+    const r = redis;
     return {
       app,
       market,
       database,
+      accounts,
+      keys,
+      theses,
+      usage: u,
+      redis: r,
       async stop() {
         await app.close();
+        await u.stop();
+        r?.disconnect();
         await database.close();
       },
     };
   } catch (err) {
+    await usage?.stop().catch(() => {});
+    redis?.disconnect();
     await database.close().catch(() => {});
     throw err;
   }

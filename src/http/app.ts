@@ -9,14 +9,30 @@ import { pingDatabase, type Database } from '../store/db.ts';
 import { sendError } from './envelope.ts';
 import { ServiceError } from './errors.ts';
 import { marketRoutes } from './routes/v1/market.ts';
+import { keyRoutes } from './routes/v1/keys.ts';
+import { thesisRoutes } from './routes/v1/theses.ts';
+import { createGuard, type GuardDeps } from './guard.ts';
+import type { KeyService } from '../services/keys.ts';
+import type { ThesisService } from '../services/theses.ts';
 
 /** What the HTTP app is built from. */
 export interface AppDeps {
-  config: Pick<Config, 'LOG_LEVEL'>;
+  config: Pick<Config, 'LOG_LEVEL' | 'TRUST_PROXY'>;
   market: MarketService;
   database: Database | null;
+  keys: KeyService;
+  theses: ThesisService;
+  guard: GuardDeps;
+  /** Registers more routes outside /api/v1 (the embedded identity provider, MCP). */
+  extra?: (app: FastifyInstance) => Promise<void>;
   /** pino destination for tests (e.g. a stream that collects log lines); default stdout. */
   logStream?: NodeJS.WritableStream;
+}
+
+/** Fastify's trustProxy from TRUST_PROXY: a list of addresses/CIDRs, or false. */
+function trustProxy(v: string | undefined): string[] | false {
+  if (!v) return false;
+  return v.split(',').map((s) => s.trim()).filter(Boolean);
 }
 
 const LOCATION: Record<string, string> = { querystring: 'query parameter', params: 'path parameter', body: 'body field', headers: 'header' };
@@ -37,7 +53,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: () => randomUUID(),
     requestIdLogLabel: 'request_id',
     disableRequestLogging: false,
-    trustProxy: false,
+    trustProxy: trustProxy(deps.config.TRUST_PROXY),
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
@@ -88,7 +104,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         { name: 'regime', description: 'BTC market regime' },
         { name: 'chains', description: 'On-chain health and metrics' },
         { name: 'assets', description: 'Supported assets' },
+        { name: 'keys', description: 'Self-service API keys (JWT of a signed-in user)' },
+        { name: 'theses', description: 'Theses and their health (owner only)' },
       ],
+      components: {
+        securitySchemes: {
+          bearerApiKey: { type: 'http', scheme: 'bearer', description: 'API key `svc_live_...`; optional on public routes (tier unauthenticated without it)' },
+          bearerJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'JWT of a signed-in user from the identity provider (sign in at /signin)' },
+        },
+      },
+      security: [{ bearerApiKey: [] }, {}],
     },
     transform: jsonSchemaTransform,
   });
@@ -96,11 +121,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(
     async (v1) => {
-      v1.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+      v1.addHook('onRequest', createGuard(deps.guard));
+      v1.setNotFoundHandler((req, reply) =>
+        sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf),
+      );
+      v1.get('/openapi.json', { schema: { hide: true }, config: { auth: 'none' } }, async () => app.swagger());
       await v1.register(marketRoutes, { market: deps.market });
+      await v1.register(keyRoutes, { keys: deps.keys, asOf });
+      await v1.register(thesisRoutes, { theses: deps.theses, asOf });
     },
     { prefix: '/api/v1' },
   );
+
+  if (deps.extra) await deps.extra(app);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { date, doublePrecision, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, bigserial } from 'drizzle-orm/pg-core';
+import { bigint, bigserial, date, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 
 /**
  * Signal history: one row per change of an asset's signal level, with the factor snapshot
@@ -50,3 +50,58 @@ export const backfillState = pgTable('backfill_state', {
   engineVersion: text('engine_version').notNull(),
   updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
 });
+
+/**
+ * Users of the API as known to this service: `id` is the identity provider's `sub`, `tier`
+ * the user's plan (free by default; changed by the operator command `users set-tier`).
+ */
+export const appUsers = pgTable('app_users', {
+  id: text('id').primaryKey(),
+  email: text('email'),
+  tier: text('tier').notNull().default('free'),
+  createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+});
+
+/**
+ * API keys: only the SHA-256 digest and a display prefix are stored, never the key.
+ * Usage counters are flushed from memory in batches (see services/usage.ts).
+ */
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    userId: text('user_id').notNull().references(() => appUsers.id),
+    name: text('name').notNull(),
+    prefix: text('prefix').notNull(),
+    keyHash: text('key_hash').notNull(),
+    status: text('status').notNull().default('active'),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+    revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'string' }),
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'string' }),
+    requestsTotal: bigint('requests_total', { mode: 'number' }).notNull().default(0),
+    usageDay: date('usage_day', { mode: 'string' }),
+    requestsDay: bigint('requests_day', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [uniqueIndex('api_keys_key_hash').on(t.keyHash), index('api_keys_user_id').on(t.userId)],
+);
+
+/** Theses: a user's trade idea with conditions, evaluated against current data. */
+export const theses = pgTable(
+  'theses',
+  {
+    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    userId: text('user_id').notNull().references(() => appUsers.id),
+    asset: text('asset').notNull(),
+    direction: text('direction').notNull(),
+    title: text('title').notNull(),
+    entryPrice: doublePrecision('entry_price'),
+    targetPrice: doublePrecision('target_price'),
+    stopPrice: doublePrecision('stop_price'),
+    horizonDays: integer('horizon_days'),
+    conditions: jsonb('conditions').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+  },
+  (t) => [index('theses_user_id').on(t.userId)],
+);

@@ -13,6 +13,7 @@ import {
 } from '../../../services/schemas.ts';
 import type { MarketService } from '../../../services/market.ts';
 import { ErrorEnvelopeSchema, okEnvelope, sendOk } from '../../envelope.ts';
+import { HISTORY_TIERS } from '../../../auth/tiers.ts';
 
 /** `include_factors`: only the literal strings `true` and `false` are accepted. */
 export const IncludeFactors = z
@@ -40,7 +41,7 @@ export const HistoryQuery = z.object({
 const AssetParam = z.object({ asset: z.string().min(1).max(64).describe('Asset id (e.g. `bitcoin`) or ticker (`btc`), any case') });
 const ChainParam = z.object({ asset: z.string().min(1).max(64).describe('Chain: `eth`, `sol` or `hype`') });
 
-const errors = { 400: ErrorEnvelopeSchema, 404: ErrorEnvelopeSchema, 429: ErrorEnvelopeSchema, 500: ErrorEnvelopeSchema };
+const errors = { 400: ErrorEnvelopeSchema, 401: ErrorEnvelopeSchema, 404: ErrorEnvelopeSchema, 429: ErrorEnvelopeSchema, 500: ErrorEnvelopeSchema };
 
 /**
  * The public market routes of /api/v1 (signals, regime, chain health, chain metrics,
@@ -128,13 +129,15 @@ export async function marketRoutes(app: FastifyInstance, opts: { market: MarketS
   });
 
   r.get('/signal-history/:asset', {
+    config: { tiers: HISTORY_TIERS },
     schema: {
       tags: ['signals'],
       summary: 'Historical signal changes (Pro or API tier)',
       description: 'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day.',
       params: AssetParam,
       querystring: HistoryQuery,
-      response: { 200: okEnvelope(HistoryDataSchema), 403: ErrorEnvelopeSchema, ...errors },
+      response: { 200: okEnvelope(HistoryDataSchema), 401: ErrorEnvelopeSchema, 403: ErrorEnvelopeSchema, ...errors },
+      security: [{ bearerApiKey: [] }],
     },
   }, async (req, reply) => {
     const c = await m.signalHistory(req.params.asset, req.query.days, req.query.limit);

@@ -1,0 +1,20 @@
+/**
+ * Tiers and their limits (service-spec.md "Limits"). `day: null` means no daily limit
+ * (the API tier); then the rate-limit headers describe the per-minute window.
+ */
+export const TIERS = ['unauthenticated', 'free', 'pro', 'api'] as const;
+export type Tier = (typeof TIERS)[number];
+
+/** Tiers a user's plan can be set to. */
+export const PLAN_TIERS = ['free', 'pro', 'api'] as const;
+export type PlanTier = (typeof PLAN_TIERS)[number];
+
+export const TIER_LIMITS: Record<Tier, { day: number | null; minute: number }> = {
+  unauthenticated: { day: 10, minute: 5 },
+  free: { day: 50, minute: 10 },
+  pro: { day: 5000, minute: 100 },
+  api: { day: null, minute: 500 },
+};
+
+/** Tiers that may read the signal history (service-spec.md "Authentication" 5). */
+export const HISTORY_TIERS: readonly Tier[] = ['pro', 'api'];

@@ -1,0 +1,552 @@
+/**
+ * Explained trading signal per asset and day, causal.
+ *
+ * Method (docs/methodology.md, "Signal"): up to seven factors, each scored in [-1, 1]
+ * (positive = bullish), are combined with base weights ({@link SIGNAL_WEIGHTS}); factors
+ * without data are listed in `missing_factors` and the weights of the present ones are
+ * renormalized to sum to 1. Stored numbers are rounded to 4 decimals and the score is the sum
+ * of the rounded contributions, so the factors reproduce it exactly. The level uses
+ * TradingView's technical-rating bands.
+ */
+import { returnOverCalendarDays, rsiWilder, sma } from './indicators.ts';
+import { fundingState, MOMENTUM_DAYS, RSI_PERIOD, SMA_LONG } from './regime.ts';
+import type {
+  Candle,
+  ChainHealthResult,
+  Factor,
+  FactorName,
+  FearGreedPoint,
+  FundingPoint,
+  MissingFactor,
+  RegimeResult,
+  SignalLevel,
+  SignalResult,
+} from './types.ts';
+import { addDays, assertAscending, clamp, dayNumber, normalizeWeights, round } from './util.ts';
+
+/** Base factor weights (sum 1). For assets without a chain, chain_health is not applicable. */
+export const SIGNAL_WEIGHTS: Readonly<Record<FactorName, number>> = {
+  trend: 0.25,
+  momentum: 0.2,
+  rsi: 0.15,
+  fear_greed: 0.1,
+  funding_rate: 0.1,
+  chain_health: 0.1,
+  regime: 0.1,
+};
+/** Order in which factors are reported. */
+export const FACTOR_ORDER: readonly FactorName[] = ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'chain_health', 'regime'];
+/** Short trend average (days). */
+export const SMA_SHORT = 50;
+/** Realized-volatility window for the momentum factor: daily returns in the last 90 days. */
+export const VOL_WINDOW_DAYS = 90;
+/** Minimum daily returns in that window. */
+export const VOL_MIN_RETURNS = 60;
+/** Fear & Greed, funding, regime and chain-health inputs older than this many days are not used. */
+export const SIGNAL_STALENESS_DAYS = 3;
+/** Funding baseline (fraction per 8 h): Binance's default rate, scored 0. */
+export const FUNDING_BASELINE = 0.0001;
+/** Funding distance from the baseline that scores ±1 (0.05 %/8 h is an extreme crowding level). */
+export const FUNDING_SCALE = 0.0004;
+
+/**
+ * Five-level signal from a score in [-1, 1], with TradingView's technical-rating bands:
+ * strong_buy > 0.5, buy > 0.1, neutral in [-0.1, 0.1], sell < -0.1, strong_sell < -0.5.
+ */
+export function signalLevel(score: number): SignalLevel {
+  if (score > 0.5) return 'strong_buy';
+  if (score > 0.1) return 'buy';
+  if (score >= -0.1) return 'neutral';
+  if (score >= -0.5) return 'sell';
+  return 'strong_sell';
+}
+
+/** Factor scoring functions (pure, documented in docs/methodology.md). */
+export const factorScores = {
+  /** Price vs SMA-50 (%) and SMA-200 (%): 0.5*tanh(p50/10) + 0.5*tanh(p200/20). */
+  trend: (p50: number, p200: number) => 0.5 * Math.tanh(p50 / 10) + 0.5 * Math.tanh(p200 / 20),
+  /** 30-day return (%) over 30-day volatility (%): tanh(z / 2). */
+  momentum: (ret30: number, vol30: number) => (vol30 > 0 ? Math.tanh(ret30 / vol30 / 2) : 0),
+  /** Mean reversion: (50 - RSI) / 30, clipped (RSI 20 -> +1, 80 -> -1). */
+  rsi: (rsi: number) => clamp((50 - rsi) / 30, -1, 1),
+  /** Contrarian: (50 - F&G) / 50 (extreme fear bullish). */
+  fear_greed: (v: number) => clamp((50 - v) / 50, -1, 1),
+  /** Contrarian: (0.0001 - rate) / 0.0004, clipped (crowded longs bearish). */
+  funding_rate: (rate: number) => clamp((FUNDING_BASELINE - rate) / FUNDING_SCALE, -1, 1),
+  /** (score - 50) / 50. */
+  chain_health: (score: number) => clamp((score - 50) / 50, -1, 1),
+  /** The BTC regime's raw score, as is. */
+  regime: (score: number) => clamp(score, -1, 1),
+};
+
+/**
+ * `x` with `d` decimals (half away from zero) and thousands separators. Hand-rolled on
+ * integer strings: Intl and toFixed are several times slower and this runs for every factor
+ * of every day of a whole history.
+ */
+function fmt(x: number, d = 2): string {
+  const f = d === 2 ? 100 : d === 4 ? 10000 : 10 ** d;
+  const n = Math.round(Math.abs(x) * f);
+  if (!Number.isSafeInteger(n)) return x.toFixed(d);
+  let digits = String(n);
+  if (digits.length <= d) digits = '0'.repeat(d - digits.length + 1) + digits;
+  const int = digits.slice(0, digits.length - d);
+  let grouped = int;
+  if (int.length > 3) {
+    grouped = '';
+    for (let i = 0; i < int.length; i++) {
+      if (i > 0 && (int.length - i) % 3 === 0) grouped += ',';
+      grouped += int[i];
+    }
+  }
+  return (x < 0 && n !== 0 ? '-' : '') + grouped + (d > 0 ? '.' + digits.slice(digits.length - d) : '');
+}
+const pct = (x: number) => `${x >= 0 ? '+' : ''}${fmt(x)}%`;
+
+/** Input of {@link computeSignalSeries}. */
+export interface SignalInput {
+  /** Canonical asset id (for messages). */
+  asset: string;
+  /** Daily candles of the asset, strictly ascending by date. */
+  candles: Candle[];
+  /** alternative.me Fear & Greed, ascending. */
+  fearGreed: FearGreedPoint[];
+  /** Daily mean funding (fraction per 8 h), ascending; null when the asset has no funding history. */
+  funding: FundingPoint[] | null;
+  /** BTC regime series (computeRegimeSeries), ascending by as_of. */
+  regime: RegimeResult[];
+  /** Chain health of the asset's chain (computeChainHealthSeries), ascending by `date`; null for assets without a chain. */
+  chainHealth: ChainHealthResult[] | null;
+  /** Provenance strings copied into each factor's `source`. */
+  sources: { prices: string; fear_greed: string; funding: string | null; chain_health: string | null };
+}
+
+/** Everything one day's factors are built from (inputs already selected point-in-time). */
+interface DayContext {
+  i: number;
+  date: string;
+  close: number;
+  sma50: number | null;
+  sma200: number | null;
+  rsi: number | null;
+  ret30: number | null;
+  vol30: number | null;
+  volN: number;
+  fg: FearGreedPoint | null;
+  fgFresh: boolean;
+  fr: FundingPoint | null;
+  frFresh: boolean;
+  rg: RegimeResult | null;
+  rgFresh: boolean;
+  h: ChainHealthResult | null;
+  hFresh: boolean;
+}
+
+/** Raw score of a factor on one day, or null when the factor has no usable data. */
+function factorRawScore(name: FactorName, x: DayContext): number | null {
+  switch (name) {
+    case 'trend':
+      return x.sma50 !== null && x.sma200 !== null && x.sma50 > 0 && x.sma200 > 0
+        ? factorScores.trend((x.close / x.sma50 - 1) * 100, (x.close / x.sma200 - 1) * 100)
+        : null;
+    case 'momentum':
+      return x.ret30 !== null && x.vol30 !== null && x.vol30 > 0 ? factorScores.momentum(x.ret30, x.vol30) : null;
+    case 'rsi':
+      return x.rsi !== null ? factorScores.rsi(x.rsi) : null;
+    case 'fear_greed':
+      return x.fg && x.fgFresh ? factorScores.fear_greed(x.fg.value) : null;
+    case 'funding_rate':
+      return x.fr && x.frFresh ? factorScores.funding_rate(x.fr.rate) : null;
+    case 'chain_health':
+      return x.h && x.hFresh && x.h.score !== null ? factorScores.chain_health(x.h.score) : null;
+    case 'regime':
+      return x.rg && x.rgFresh ? factorScores.regime(x.rg.score) : null;
+  }
+}
+
+/** Per-series constants used when a day's factors are described. */
+interface SeriesContext {
+  asset: string;
+  sources: SignalInput['sources'];
+  /** Factor `source` strings, built once per series. */
+  src: Record<FactorName, string>;
+  /** Whether the caller passed a funding series at all (null = the asset has no funding source). */
+  hasFunding: boolean;
+}
+
+/** The full factor entry of a present factor (score, weight and contribution already rounded). */
+function describeFactor(name: FactorName, x: DayContext, score: number, weight: number, contribution: number, sc: SeriesContext): Factor {
+  const ss = fmt(score, 4);
+  switch (name) {
+    case 'trend': {
+      const p50 = (x.close / x.sma50! - 1) * 100;
+      const p200 = (x.close / x.sma200! - 1) * 100;
+      return {
+        name,
+        value: round(p200, 2),
+        unit: '% vs SMA-200',
+        score,
+        weight,
+        contribution,
+        explanation: `Close ${fmt(x.close)} is ${pct(p50)} vs its 50-day SMA (${fmt(x.sma50!)}) and ${pct(p200)} vs its 200-day SMA (${fmt(x.sma200!)}), trend score ${ss}.`,
+        source: sc.src.trend,
+        as_of: x.date,
+      };
+    }
+    case 'momentum':
+      return {
+        name,
+        value: round(x.ret30!, 2),
+        unit: '% over 30 days',
+        score,
+        weight,
+        contribution,
+        explanation: `30-day return ${pct(x.ret30!)} against a 30-day volatility of ${fmt(x.vol30!)}% (${fmt(x.ret30! / x.vol30!)} sigma), momentum score ${ss}.`,
+        source: sc.src.momentum,
+        as_of: x.date,
+      };
+    case 'rsi': {
+      const rv = x.rsi!;
+      return {
+        name,
+        value: round(rv, 2),
+        unit: 'RSI-14 (0..100)',
+        score,
+        weight,
+        contribution,
+        explanation: `RSI-14 is ${fmt(rv)} (${rv < 30 ? 'oversold' : rv > 70 ? 'overbought' : 'neutral band 30-70'}); read as mean reversion, score ${ss}.`,
+        source: sc.src.rsi,
+        as_of: x.date,
+      };
+    }
+    case 'fear_greed': {
+      const fg = x.fg!;
+      return {
+        name,
+        value: fg.value,
+        unit: 'index 0..100',
+        score,
+        weight,
+        contribution,
+        explanation: `Crypto Fear & Greed is ${fg.value} (${fg.classification}) on ${fg.date}; read contrarian, score ${ss}.`,
+        source: sc.src.fear_greed,
+        as_of: fg.date,
+      };
+    }
+    case 'funding_rate': {
+      const fr = x.fr!;
+      return {
+        name,
+        value: fr.rate,
+        unit: 'fraction per 8 h',
+        score,
+        weight,
+        contribution,
+        explanation: `Perpetual funding averaged ${fmt(fr.rate * 100, 4)}% per 8 h on ${fr.date} (${fmt(fr.rate * 3 * 365 * 100)}% annualized, ${fundingState(fr.rate)}); read contrarian against the 0.01% default, score ${ss}.`,
+        source: sc.src.funding_rate,
+        as_of: fr.date,
+      };
+    }
+    case 'chain_health': {
+      const h = x.h!;
+      return {
+        name,
+        value: h.score!,
+        unit: 'score 0..100',
+        score,
+        weight,
+        contribution,
+        explanation: `Chain health of ${h.chain} is ${fmt(h.score!, 1)}/100 (${h.status}, composite z ${fmt(h.z_score ?? 0)}, metrics as of ${h.as_of}), score ${ss}.`,
+        source: sc.src.chain_health,
+        as_of: h.as_of ?? h.date,
+      };
+    }
+    case 'regime': {
+      const rg = x.rg!;
+      return {
+        name,
+        value: rg.score,
+        unit: 'score -1..1',
+        score,
+        weight,
+        contribution,
+        explanation: `BTC regime is ${rg.regime} since ${rg.since} with raw score ${fmt(rg.score, 4)} on ${rg.as_of}, score ${ss}.`,
+        source: sc.src.regime,
+        as_of: rg.as_of,
+      };
+    }
+  }
+}
+
+/** Why a factor is missing on one day. */
+function missingReason(name: FactorName, x: DayContext, sc: SeriesContext): string {
+  const d = x.date;
+  const stale = (what: string, from: string) => `newest ${what} is from ${from}, more than ${SIGNAL_STALENESS_DAYS} days before ${d}`;
+  switch (name) {
+    case 'trend':
+      return `needs ${SMA_LONG} daily closes for the 200-day SMA, ${x.i + 1} available`;
+    case 'momentum':
+      return x.ret30 === null
+        ? `no close dated ${addDays(d, -MOMENTUM_DAYS)} (30 days before ${d})`
+        : `needs ${VOL_MIN_RETURNS} daily returns in the last ${VOL_WINDOW_DAYS} days for volatility, ${x.volN} available`;
+    case 'rsi':
+      return `needs ${RSI_PERIOD + 1} daily closes, ${x.i + 1} available`;
+    case 'fear_greed':
+      return x.fg ? `${stale('Fear & Greed value', x.fg.date)} (upstream gap)` : `no Fear & Greed value on or before ${d}`;
+    case 'funding_rate':
+      // Point-in-time wording: never reveal when (or whether) data appears after d.
+      if (!sc.hasFunding) return `no funding-rate source for ${sc.asset}`;
+      return x.fr ? stale('funding rate', x.fr.date) : `no funding-rate value for ${sc.asset} on or before ${d}`;
+    case 'chain_health':
+      if (x.h && x.hFresh) {
+        const why = x.h.missing_metrics.map((m) => `${m.metric}: ${m.reason}`).join('; ');
+        return `chain health of ${x.h.chain} has insufficient data on ${x.h.date} (${why})`;
+      }
+      return x.h ? stale('chain health', x.h.date) : `no chain health on or before ${d}`;
+    case 'regime':
+      return x.rg ? stale('BTC regime', x.rg.as_of) : `no BTC regime on or before ${d}`;
+  }
+}
+
+/** What a day's factor list is built from (kept by the lazy properties). */
+interface LazyFactors {
+  x: DayContext;
+  names: FactorName[];
+  scores: number[];
+  w: number[];
+  contributions: number[];
+}
+
+function buildFactors(l: LazyFactors, sc: SeriesContext): Factor[] {
+  const out = new Array<Factor>(l.names.length);
+  for (let k = 0; k < l.names.length; k++) out[k] = describeFactor(l.names[k]!, l.x, l.scores[k]!, l.w[k]!, l.contributions[k]!, sc);
+  return out;
+}
+
+function buildMissing(l: LazyFactors, sc: SeriesContext, applicable: readonly FactorName[]): MissingFactor[] {
+  const out: MissingFactor[] = [];
+  for (const name of applicable) if (!l.names.includes(name)) out.push({ name, reason: missingReason(name, l.x, sc) });
+  return out;
+}
+
+/** Replaces a lazy accessor by a plain enumerable data property holding `value`; returns `value`. */
+function settle<T>(target: object, key: string, value: T): T {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  return value;
+}
+
+/**
+ * Computes the signal for every candle of one asset.
+ *
+ * @returns one {@link SignalResult} per candle, aligned with `input.candles`; result i uses only
+ *   inputs dated <= candles[i].date. Chain health is looked up by its evaluation `date` (the
+ *   newest result with date <= D, at most 3 days old); the regime by `as_of` likewise.
+ *   Scores, weights and contributions are rounded to 4 decimals; `score` = sum of contributions.
+ *   `confidence` = coverage (base weight present / base weight applicable) x agreement
+ *   (|sum w*s| / sum w*|s|, 0 when every present score is 0).
+ *   `factors` and `missing_factors` are own enumerable accessor properties that build their
+ *   arrays (with the explanation strings) on first read and then turn into plain data
+ *   properties, so spreading, JSON.stringify and deep equality see ordinary arrays; a whole
+ *   history costs little until a day is inspected. The numbers are fixed at computation.
+ * @throws RangeError when an input series is not strictly ascending or has a bad date/value.
+ */
+export function computeSignalSeries(input: SignalInput): SignalResult[] {
+  const { asset, candles, fearGreed, regime, chainHealth, sources } = input;
+  const funding = input.funding;
+  assertAscending(candles, `${asset} candles`);
+  assertAscending(fearGreed, 'fear & greed');
+  if (funding) assertAscending(funding, `${asset} funding`);
+  for (let k = 1; k < regime.length; k++) {
+    if (!(regime[k - 1]!.as_of < regime[k]!.as_of)) throw new RangeError('regime series: as_of must be strictly ascending');
+  }
+  if (chainHealth) assertAscending(chainHealth, 'chain health series');
+
+  const closes = candles.map((c) => c.close);
+  const dn = candles.map((c) => dayNumber(c.date));
+  const sma50 = sma(closes, SMA_SHORT);
+  const sma200 = sma(closes, SMA_LONG);
+  const rsi = rsiWilder(closes, RSI_PERIOD);
+  const ret30 = returnOverCalendarDays(candles, MOMENTUM_DAYS);
+  // Day numbers of the side inputs, parsed once.
+  const fgDn = fearGreed.map((p) => dayNumber(p.date));
+  const frDn = funding ? funding.map((p) => dayNumber(p.date)) : [];
+  const rgDn = regime.map((r) => dayNumber(r.as_of));
+  const chDn = chainHealth ? chainHealth.map((r) => dayNumber(r.date)) : [];
+
+  // Daily returns (%) between consecutive calendar days only; rolling sums over the last 90 days.
+  const dailyRet: (number | null)[] = candles.map((c, i) =>
+    i > 0 && dn[i]! - dn[i - 1]! === 1 && closes[i - 1]! !== 0 ? (c.close / closes[i - 1]! - 1) * 100 : null,
+  );
+  let volLo = 0;
+  let volN = 0;
+  let volS = 0;
+  let volS2 = 0;
+
+  const applicable = FACTOR_ORDER.filter((f) => f !== 'chain_health' || chainHealth !== null);
+  const applicableWeight = applicable.reduce((a, f) => a + SIGNAL_WEIGHTS[f], 0);
+  const sc: SeriesContext = {
+    asset,
+    sources,
+    src: {
+      trend: `${sources.prices}; SMA-50 and SMA-200 of daily closes`,
+      momentum: `${sources.prices}; 30-day close-to-close return over realized volatility of daily returns (last ${VOL_WINDOW_DAYS} days) x sqrt(30)`,
+      rsi: `${sources.prices}; Wilder RSI-14 of daily closes`,
+      fear_greed: `${sources.fear_greed}; contrarian (50 - value) / 50`,
+      funding_rate: `${sources.funding ?? 'funding'}; contrarian (0.0001 - rate) / 0.0004`,
+      chain_health: `${sources.chain_health ?? 'chain health'}; (score - 50) / 50`,
+      regime: 'BTC market regime (price vs SMA-200, 30-day return, RSI-14, Fear & Greed, funding; see /regime)',
+    },
+    hasFunding: funding !== null,
+  };
+  // Renormalized weights per set of present factors (at most 2^7 sets), keyed by bit mask.
+  const weightMemo = new Map<number, number[]>();
+  let fg = -1;
+  let fr = -1;
+  let rg = -1;
+  let ch = -1;
+
+  const out: SignalResult[] = [];
+  for (let i = 0; i < candles.length; i++) {
+    const c = candles[i]!;
+    const today = dn[i]!;
+    // Roll the volatility window: returns dated in (D - 90, D].
+    const r = dailyRet[i];
+    if (r !== null && r !== undefined) {
+      volN++;
+      volS += r;
+      volS2 += r * r;
+    }
+    while (dn[volLo]! <= today - VOL_WINDOW_DAYS) {
+      const x = dailyRet[volLo];
+      if (x !== null && x !== undefined) {
+        volN--;
+        volS -= x;
+        volS2 -= x * x;
+      }
+      volLo++;
+    }
+    while (fg + 1 < fgDn.length && fgDn[fg + 1]! <= today) fg++;
+    while (fr + 1 < frDn.length && frDn[fr + 1]! <= today) fr++;
+    while (rg + 1 < rgDn.length && rgDn[rg + 1]! <= today) rg++;
+    while (ch + 1 < chDn.length && chDn[ch + 1]! <= today) ch++;
+
+    const x: DayContext = {
+      i,
+      date: c.date,
+      close: c.close,
+      sma50: sma50[i] ?? null,
+      sma200: sma200[i] ?? null,
+      rsi: rsi[i] ?? null,
+      ret30: ret30[i] ?? null,
+      vol30: volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) * Math.sqrt(MOMENTUM_DAYS) : null,
+      volN,
+      fg: fg >= 0 ? fearGreed[fg]! : null,
+      fgFresh: fg >= 0 && today - fgDn[fg]! <= SIGNAL_STALENESS_DAYS,
+      fr: fr >= 0 ? funding![fr]! : null,
+      frFresh: fr >= 0 && today - frDn[fr]! <= SIGNAL_STALENESS_DAYS,
+      rg: rg >= 0 ? regime[rg]! : null,
+      rgFresh: rg >= 0 && today - rgDn[rg]! <= SIGNAL_STALENESS_DAYS,
+      h: ch >= 0 ? chainHealth![ch]! : null,
+      hFresh: ch >= 0 && today - chDn[ch]! <= SIGNAL_STALENESS_DAYS,
+    };
+
+    const names: FactorName[] = [];
+    const scores: number[] = [];
+    let mask = 0;
+    for (let k = 0; k < applicable.length; k++) {
+      const name = applicable[k]!;
+      const s = factorRawScore(name, x);
+      if (s === null) continue;
+      names.push(name);
+      scores.push(round(s, 4));
+      mask |= 1 << k;
+    }
+    let weights = weightMemo.get(mask);
+    if (!weights) {
+      weights = names.length > 0 ? normalizeWeights(names.map((n) => SIGNAL_WEIGHTS[n]), 4) : [];
+      weightMemo.set(mask, weights);
+    }
+    const w = weights;
+    const contributions = scores.map((s, k) => round(w[k]! * s, 4));
+    let sum = 0;
+    let absSum = 0;
+    let baseW = 0;
+    for (let k = 0; k < names.length; k++) {
+      sum += contributions[k]!;
+      absSum += w[k]! * Math.abs(scores[k]!);
+      baseW += SIGNAL_WEIGHTS[names[k]!];
+    }
+    const score = round(sum, 4);
+    let ws = 0;
+    for (let k = 0; k < names.length; k++) ws += w[k]! * scores[k]!;
+    const agreement = absSum > 0 ? Math.min(1, Math.abs(ws) / absSum) : 0;
+    const coverage = clamp(baseW / applicableWeight, 0, 1);
+
+    // Factor entries (with their explanation strings) are built when first read: a whole
+    // history is mostly consumed for signal/score only, and building every explanation
+    // eagerly costs most of the run time and ~70 MB for 11 assets.
+    const lazy = { x, names, scores, w, contributions };
+    const result: SignalResult = {
+      signal: signalLevel(score),
+      score,
+      confidence: round(coverage * agreement, 4),
+      get factors(): Factor[] {
+        return settle(this, 'factors', buildFactors(lazy, sc));
+      },
+      set factors(v: Factor[]) {
+        settle(this, 'factors', v);
+      },
+      get missing_factors(): MissingFactor[] {
+        return settle(this, 'missing_factors', buildMissing(lazy, sc, applicable));
+      },
+      set missing_factors(v: MissingFactor[]) {
+        settle(this, 'missing_factors', v);
+      },
+      as_of: c.date,
+    };
+    out.push(result);
+  }
+  return out;
+}
+
+/** One change of signal level (the shape stored as signal history). */
+export interface SignalChange {
+  changed_at: string;
+  signal: SignalLevel;
+  previous_signal: SignalLevel | null;
+  score: number;
+  confidence: number;
+  /** Close of the candle dated `changed_at` (USD). */
+  price_usd: number;
+  factors: Factor[];
+}
+
+/**
+ * The days where the signal level differs from the previous entry's, oldest first; the first
+ * entry of `series` is always included with `previous_signal: null`.
+ * @param series a computeSignalSeries result (ascending).
+ * @param prices the candles it was computed from (price_usd = close on `changed_at`).
+ * @throws RangeError when a change date has no candle.
+ */
+export function signalChanges(series: readonly SignalResult[], prices: readonly Candle[]): SignalChange[] {
+  const aligned = series.length === prices.length && series.every((s, i) => s.as_of === prices[i]!.date);
+  const closeByDate = aligned ? null : new Map(prices.map((p) => [p.date, p.close]));
+  const out: SignalChange[] = [];
+  for (let i = 0; i < series.length; i++) {
+    const s = series[i]!;
+    const prev = i > 0 ? series[i - 1]!.signal : null;
+    if (i > 0 && prev === s.signal) continue;
+    const price = aligned ? prices[i]!.close : closeByDate!.get(s.as_of);
+    if (price === undefined) throw new RangeError(`no candle dated ${s.as_of} for the signal change`);
+    out.push({
+      changed_at: s.as_of,
+      signal: s.signal,
+      previous_signal: prev,
+      score: s.score,
+      confidence: s.confidence,
+      price_usd: price,
+      factors: s.factors,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,156 @@
+/**
+ * Types shared by the pure engine (src/engine) and its callers.
+ *
+ * Conventions: dates are ISO calendar days `YYYY-MM-DD` in UTC (a daily value is stamped
+ * at the candle's 00:00 UTC open); prices are USD; percentages are in percent (5 = 5 %);
+ * funding rates are fractions per 8 hours (0.0001 = 0.01 % per 8 h).
+ */
+
+/** One daily OHLCV candle. `volume` is in base units, `null` where the source did not store it. */
+export interface Candle {
+  date: string;
+  open: number;
+  high: number;
+  low: number;
+  close: number;
+  volume: number | null;
+}
+
+/** One daily Crypto Fear & Greed Index value (alternative.me), 0..100, with the source's own label. */
+export interface FearGreedPoint {
+  date: string;
+  value: number;
+  classification: string;
+}
+
+/** One daily funding-rate value: the mean of that UTC day's prints, as a fraction per 8 h. */
+export interface FundingPoint {
+  date: string;
+  rate: number;
+}
+
+/** A dated value of one chain metric (USD, counts, ... as named by the metric). */
+export interface MetricPoint {
+  date: string;
+  value: number;
+}
+
+/** Five-level signal on the scale of TradingView's technical ratings. */
+export type SignalLevel = 'strong_buy' | 'buy' | 'neutral' | 'sell' | 'strong_sell';
+
+/** BTC market regime. */
+export type RegimeLevel = 'bull' | 'bear' | 'neutral';
+
+/** Names of the factors a signal may be built from. */
+export type FactorName =
+  | 'trend'
+  | 'momentum'
+  | 'rsi'
+  | 'fear_greed'
+  | 'funding_rate'
+  | 'chain_health'
+  | 'regime';
+
+/**
+ * One factor of a signal. `score` is in [-1, 1] (positive = bullish), `weight` in [0, 1]
+ * (the weights of the factors present sum to 1), `contribution = weight * score`, and the
+ * contributions of all factors sum to the signal's `score`.
+ */
+export interface Factor {
+  name: FactorName;
+  /** The raw input the factor scored (e.g. RSI value, % above SMA-200), in `unit`. */
+  value: number | string;
+  unit: string;
+  score: number;
+  weight: number;
+  contribution: number;
+  explanation: string;
+  /** Where the input came from (dataset file / provider and method). */
+  source: string;
+  /** Date of the newest input the factor used. */
+  as_of: string;
+}
+
+/** A factor the model would use but that has no data for this asset at this date. */
+export interface MissingFactor {
+  name: FactorName;
+  reason: string;
+}
+
+/** A computed signal for one asset at one as-of date. */
+export interface SignalResult {
+  signal: SignalLevel;
+  /** Composite score in [-1, 1]; equals the sum of factor contributions. */
+  score: number;
+  /** 0..1 */
+  confidence: number;
+  factors: Factor[];
+  missing_factors: MissingFactor[];
+  as_of: string;
+}
+
+export type RsiState = 'oversold' | 'neutral' | 'overbought';
+export type MomentumState = 'positive' | 'neutral' | 'negative';
+export type FundingState = 'negative' | 'neutral' | 'elevated' | 'extreme';
+
+/** Conditions of the BTC regime as of one date; a condition is null where its data is missing. */
+export interface RegimeConditions {
+  rsi: { value: number; period: number; state: RsiState; as_of: string } | null;
+  fear_greed: { value: number; classification: string; as_of: string } | null;
+  momentum: {
+    return_30d_pct: number;
+    price_vs_sma_200_pct: number;
+    state: MomentumState;
+    as_of: string;
+  } | null;
+  funding_rate: {
+    value: number;
+    annualized_pct: number;
+    state: FundingState;
+    as_of: string;
+  } | null;
+}
+
+/** The BTC regime on one date (after hysteresis). */
+export interface RegimeResult {
+  regime: RegimeLevel;
+  /** Raw (unconfirmed) composite in [-1, 1]. */
+  score: number;
+  confidence: number;
+  /** Date the current regime value was confirmed / began. */
+  since: string;
+  as_of: string;
+  conditions: RegimeConditions;
+}
+
+export type ChainId = 'eth' | 'sol' | 'hype';
+export type ChainStatus = 'strong' | 'healthy' | 'neutral' | 'weak' | 'critical' | 'insufficient_data';
+
+/** One metric's part in a chain health score. */
+export interface ChainHealthComponent {
+  metric: string;
+  /** Recent 7-day mean of the metric. */
+  value: number;
+  z_score: number;
+  weight: number;
+  contribution: number;
+  as_of: string;
+}
+
+/** Chain health on one date. `score` 0..100 (50 = normal); null when no metric has fresh data. */
+export interface ChainHealthResult {
+  chain: ChainId;
+  score: number | null;
+  status: ChainStatus;
+  z_score: number | null;
+  regime: RegimeLevel;
+  sensitivity: number;
+  components: ChainHealthComponent[];
+  /** Metrics the model uses that have no fresh data at this date, with the date of their last value. */
+  missing_metrics: { metric: string; last_date: string | null; reason: string }[];
+  window_days: number;
+  /** Date of the newest metric value used (null when none). */
+  as_of: string | null;
+  /** The evaluation date this result is for (added: look results up by this, not by `as_of`). */
+  date: string;
+}

@@ -1,0 +1,163 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { looksLikeApiKey } from '../auth/api-keys.ts';
+import { HISTORY_TIERS, type Tier } from '../auth/tiers.ts';
+import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
+import type { KeyService } from '../services/keys.ts';
+import type { UsageTracker } from '../services/usage.ts';
+import { sendError } from './envelope.ts';
+import { ServiceError } from './errors.ts';
+
+/**
+ * Which credential a route takes: `api` an optional API key (public data routes), `key`
+ * a required API key, `jwt` a required JWT of a signed-in user (key management), `user` an
+ * API key or a JWT (theses), `none` nothing (docs).
+ */
+export type AuthMode = 'api' | 'key' | 'jwt' | 'user' | 'none';
+
+/** Who is calling. */
+export type Caller =
+  | { kind: 'anonymous'; tier: 'unauthenticated'; subject: string }
+  | { kind: 'key'; tier: Tier; subject: string; keyId: string; userId: string }
+  | { kind: 'jwt'; tier: Tier; subject: string; userId: string; email: string | null };
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller;
+  }
+  interface FastifyContextConfig {
+    auth?: AuthMode;
+    /** Tiers allowed on the route (default all). */
+    tiers?: readonly Tier[];
+  }
+}
+
+/** Verifies a JWT; throws on any failure. */
+export interface JwtCheck {
+  verify(token: string): Promise<{ sub: string; email: string | null }>;
+}
+
+/** What the guard needs. */
+export interface GuardDeps {
+  keys: KeyService;
+  jwt: JwtCheck | null;
+  limiter: TierRateLimiter;
+  usage: UsageTracker;
+  /** The user's plan (for JWT callers). */
+  userTier(userId: string): Promise<Tier | null>;
+  asOf: string | null;
+}
+
+/** Failed authentications allowed per client IP per minute before 429. */
+export const AUTH_FAILURES_PER_MINUTE = 20;
+/** Key-management / JWT requests allowed per user per minute. */
+export const USER_REQUESTS_PER_MINUTE = 30;
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/**
+ * The /api/v1 guard (an onRequest hook): authenticates the caller, checks the route's
+ * tiers, counts the request against the caller's quota, and sets the rate-limit headers
+ * on the response whatever its outcome. Refused requests (401, 403, 429) consume no quota;
+ * failed authentications count against a per-IP budget; JWT callers against a per-user one.
+ */
+export function createGuard(deps: GuardDeps) {
+  const authFailures = deps.limiter.budget('auth-fail', AUTH_FAILURES_PER_MINUTE, 60);
+  const perUser = deps.limiter.budget('user', USER_REQUESTS_PER_MINUTE, 60);
+
+  async function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError): Promise<FastifyReply> {
+    const ipSubject = `ip:${req.ip}`;
+    reply.headers(rateLimitHeaders(await deps.limiter.peek(ipSubject, 'unauthenticated')));
+    const budget = await authFailures.consume(req.ip);
+    if (!budget.allowed) {
+      reply.header('Retry-After', String(budget.retryAfterSec));
+      return sendError(req, reply, 429, 'RATE_LIMITED', 'Too many failed authentication attempts from this address', {
+        window: 'minute',
+        limit: AUTH_FAILURES_PER_MINUTE,
+        reset: new Date(Date.now() + budget.retryAfterSec * 1000).toISOString(),
+      }, deps.asOf);
+    }
+    reply.header('WWW-Authenticate', `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`);
+    return sendError(req, reply, 401, 'UNAUTHORIZED', err.message, err.details?.reason ? { reason: err.details.reason } : undefined, deps.asOf);
+  }
+
+  async function identify(req: FastifyRequest, mode: AuthMode): Promise<Caller> {
+    const header = req.headers.authorization;
+    if (header === undefined || header === '') {
+      if (mode === 'key' || mode === 'user') throw new ServiceError('UNAUTHORIZED', 'This endpoint needs an API key: Authorization: Bearer svc_live_...', { reason: 'missing' });
+      if (mode === 'jwt') throw new ServiceError('UNAUTHORIZED', 'Key management needs the JWT of a signed-in user: Authorization: Bearer <JWT>', { reason: 'missing' });
+      return { kind: 'anonymous', tier: 'unauthenticated', subject: `ip:${req.ip}` };
+    }
+    const m = BEARER.exec(header);
+    if (!m) throw new ServiceError('UNAUTHORIZED', 'Authorization header must be: Bearer <token>', { reason: 'malformed' });
+    const token = m[1]!;
+    if (looksLikeApiKey(token)) {
+      if (mode === 'jwt') throw new ServiceError('UNAUTHORIZED', 'Key management takes the JWT of a signed-in user, not an API key', { reason: 'wrong_credential' });
+      const k = await deps.keys.authenticate(token);
+      return { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+    }
+    if (mode === 'api' || mode === 'key' || mode === 'none' || !deps.jwt) {
+      throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'malformed' });
+    }
+    let claims: { sub: string; email: string | null };
+    try {
+      claims = await deps.jwt.verify(token);
+    } catch {
+      throw new ServiceError('UNAUTHORIZED', 'Invalid or expired token', { reason: 'invalid_jwt' });
+    }
+    const tier = (await deps.userTier(claims.sub)) ?? 'free';
+    return { kind: 'jwt', tier, subject: `user:${claims.sub}`, userId: claims.sub, email: claims.email };
+  }
+
+  return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | void> {
+    const cfg = req.routeOptions.config ?? {};
+    const mode: AuthMode = cfg.auth ?? 'api';
+    let caller: Caller;
+    try {
+      caller = await identify(req, mode);
+    } catch (e) {
+      if (e instanceof ServiceError && e.code === 'UNAUTHORIZED') return refuse(req, reply, e);
+      throw e;
+    }
+    req.caller = caller;
+
+    if (caller.kind === 'jwt') {
+      // Signed-in users managing keys or theses: a per-user budget, apart from API quotas.
+      const b = await perUser.consume(caller.userId);
+      reply.header('X-Service-Tier', caller.tier);
+      if (!b.allowed) {
+        reply.header('Retry-After', String(b.retryAfterSec));
+        return sendError(req, reply, 429, 'RATE_LIMITED', `Too many requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`, {
+          window: 'minute',
+          limit: USER_REQUESTS_PER_MINUTE,
+          reset: new Date(Date.now() + b.retryAfterSec * 1000).toISOString(),
+        }, deps.asOf);
+      }
+      return;
+    }
+
+    if (mode === 'none') {
+      reply.headers(rateLimitHeaders(await deps.limiter.peek(caller.subject, caller.tier)));
+      return;
+    }
+
+    const allowed = cfg.tiers;
+    if (allowed && !allowed.includes(caller.tier)) {
+      reply.headers(rateLimitHeaders(await deps.limiter.peek(caller.subject, caller.tier)));
+      return sendError(req, reply, 403, 'TIER_REQUIRED', `This endpoint needs the ${allowed.join(' or ')} tier; your tier is ${caller.tier}`, { required_tiers: allowed, tier: caller.tier }, deps.asOf);
+    }
+
+    const d: LimitDecision = await deps.limiter.consume(caller.subject, caller.tier);
+    reply.headers(rateLimitHeaders(d));
+    if (!d.allowed) {
+      const x = d.exceeded!;
+      return sendError(req, reply, 429, 'RATE_LIMITED', `Rate limit exceeded: ${x.limit} requests per ${x.window} for the ${caller.tier} tier`, {
+        window: x.window,
+        limit: x.limit,
+        reset: x.reset.toISOString(),
+      }, deps.asOf);
+    }
+    if (caller.kind === 'key') deps.usage.record(caller.keyId);
+  };
+}
+
+export { HISTORY_TIERS };

@@ -1,0 +1,105 @@
+import { generateKey, hashKey, keyFormatError } from '../auth/api-keys.ts';
+import type { Tier } from '../auth/tiers.ts';
+import { ServiceError } from '../http/errors.ts';
+import type { AccountRepo, KeyRow } from '../store/account-repo.ts';
+import type { UsageTracker } from './usage.ts';
+
+/** At most this many active keys per user (service-spec.md "Limits"). */
+export const MAX_ACTIVE_KEYS = 5;
+
+/** A signed-in user, as identified by a verified JWT. */
+export interface UserIdentity {
+  userId: string;
+  email: string | null;
+}
+
+/** What a valid API key resolves to. */
+export interface KeyCaller {
+  keyId: string;
+  userId: string;
+  tier: Tier;
+}
+
+/** A key as listed (DECISIONS.md "API keys"). */
+export interface KeyView {
+  id: string;
+  prefix: string;
+  name: string;
+  tier: Tier;
+  status: 'active' | 'revoked';
+  usage: { requests_today: number; requests_total: number; last_used_at: string | null };
+  created_at: string;
+  revoked_at: string | null;
+}
+
+function iso(ts: string | null): string | null {
+  return ts === null ? null : new Date(ts).toISOString();
+}
+
+/**
+ * Self-service API keys: create (shown once), list, revoke, and resolve a presented key.
+ */
+export class KeyService {
+  constructor(private readonly repo: AccountRepo, private readonly usage: UsageTracker) {}
+
+  /**
+   * Creates a key for the user (created on first sight).
+   * @returns the full key, shown this once, with its id, prefix, name, tier and creation time.
+   * @throws ServiceError KEY_LIMIT_REACHED when the user already has 5 active keys.
+   */
+  async create(user: UserIdentity, name: string | undefined): Promise<{ id: string; key: string; prefix: string; name: string; tier: Tier; created_at: string }> {
+    const u = await this.repo.ensureUser(user.userId, user.email);
+    const k = generateKey();
+    const row = await this.repo.createKey(user.userId, name ?? 'default', k.prefix, k.hash, MAX_ACTIVE_KEYS);
+    if (!row) {
+      throw new ServiceError('KEY_LIMIT_REACHED', `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first`, { max_active_keys: MAX_ACTIVE_KEYS });
+    }
+    return { id: row.id, key: k.key, prefix: row.prefix, name: row.name, tier: u.tier as Tier, created_at: iso(row.createdAt)! };
+  }
+
+  #view(r: KeyRow, tier: Tier, today: string): KeyView {
+    const p = this.usage.pending(r.id, today);
+    const storedToday = r.usageDay === today ? r.requestsDay : 0;
+    const last = [iso(r.lastUsedAt), p.lastUsedAt].filter((x): x is string => x !== null).sort().at(-1) ?? null;
+    return {
+      id: r.id,
+      prefix: r.prefix,
+      name: r.name,
+      tier,
+      status: r.status,
+      usage: { requests_today: storedToday + p.requests, requests_total: r.requestsTotal + p.requests, last_used_at: last },
+      created_at: iso(r.createdAt)!,
+      revoked_at: iso(r.revokedAt),
+    };
+  }
+
+  /** The user's keys with usage (this instance's unflushed counts included); never the key. */
+  async list(user: UserIdentity): Promise<{ keys: KeyView[] }> {
+    const tier = ((await this.repo.userTier(user.userId)) ?? 'free') as Tier;
+    const today = new Date().toISOString().slice(0, 10);
+    return { keys: (await this.repo.listKeys(user.userId)).map((r) => this.#view(r, tier, today)) };
+  }
+
+  /**
+   * Revokes one of the user's keys; idempotent.
+   * @throws ServiceError NOT_FOUND when the user has no key with this id (also another user's key).
+   */
+  async revoke(user: UserIdentity, keyId: string): Promise<{ id: string; status: 'revoked'; revoked_at: string }> {
+    const row = await this.repo.revokeKey(user.userId, keyId);
+    if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
+    return { id: row.id, status: 'revoked', revoked_at: iso(row.revokedAt)! };
+  }
+
+  /**
+   * Resolves a presented API key. Format and checksum are checked before any look-up.
+   * @throws ServiceError UNAUTHORIZED (details.reason: malformed | bad_checksum | unknown | revoked).
+   */
+  async authenticate(key: string): Promise<KeyCaller> {
+    const bad = keyFormatError(key);
+    if (bad) throw new ServiceError('UNAUTHORIZED', bad === 'malformed' ? 'Malformed API key' : 'Invalid API key (checksum mismatch)', { reason: bad });
+    const found = await this.repo.findKey(hashKey(key));
+    if (!found) throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'unknown' });
+    if (found.status !== 'active') throw new ServiceError('UNAUTHORIZED', 'This API key has been revoked', { reason: 'revoked' });
+    return { keyId: found.keyId, userId: found.userId, tier: found.tier as Tier };
+  }
+}
