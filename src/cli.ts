@@ -3,13 +3,16 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { createService } from './server.ts';
 import { PLAN_TIERS } from './auth/tiers.ts';
-import { openDatabase } from './store/db.ts';
+import { DatabaseInUseError, openDatabase } from './store/db.ts';
+import { ServiceError } from './http/errors.ts';
 import { AccountRepo } from './store/account-repo.ts';
 
 const USAGE = `Usage: npm run cli -- <command> [options]
 
 Commands:
   serve                 Run the HTTP service (REST /api/v1, /docs) — what \`npm start\` does
+  mcp --stdio           Serve the six MCP tools over stdio for local clients; the API key
+                        comes from MARKET_INTEL_API_KEY (unset = unauthenticated tier)
   backfill              Compute and store the signal history, then exit
   users set-tier EMAIL TIER
                         Set a user's plan (free | pro | api); every key of the user reports it
@@ -41,6 +44,7 @@ async function main(): Promise<void> {
       host: { type: 'string' },
       'data-dir': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
+      stdio: { type: 'boolean' },
     },
   });
   const cmd = positionals[0] ?? 'serve';
@@ -63,6 +67,15 @@ async function main(): Promise<void> {
     process.on('SIGTERM', () => void stop('SIGTERM'));
     await svc.app.listen({ port: cfg.PORT, host: cfg.HOST });
     svc.app.log.info({ as_of: svc.market.asOf, database: svc.database.kind }, 'market-intelligence service ready');
+    return;
+  }
+  if (cmd === 'mcp') {
+    if (!values.stdio) {
+      process.stderr.write('The HTTP MCP server runs inside `npm start` at /mcp; for stdio use: npm run cli -- mcp --stdio\n');
+      process.exit(2);
+    }
+    const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
+    await runStdio(cfg, process.env[STDIO_KEY_ENV] || undefined);
     return;
   }
   if (cmd === 'backfill') {
@@ -93,7 +106,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError || err instanceof RangeError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+  if (err instanceof ConfigError || err instanceof DatabaseInUseError || err instanceof ServiceError || err instanceof RangeError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
     process.stderr.write(`${(err as Error).message}\n`);
   } else {
     process.stderr.write(`Failed to start: ${(err as Error)?.stack ?? String(err)}\n`);

@@ -48,6 +48,12 @@ const EnvSchema = z.object({
   AUTH_AUDIENCE: z.string().min(1).default('market-intel-api'),
   /** Secret of the embedded identity provider (>= 32 chars); unset = generated once and kept beside the database. */
   AUTH_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  /**
+   * Extra host names the MCP endpoint accepts in `Host` and `Origin` (comma-separated, e.g.
+   * `mcp.example.com`), besides localhost, 127.0.0.1, ::1 and PUBLIC_URL's host: DNS-rebinding
+   * protection.
+   */
+  MCP_ALLOWED_HOSTS: z.string().min(1).optional(),
   /** How often per-key usage counters are written to the database, ms. */
   USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
 });

@@ -8,6 +8,7 @@ import { createJwtVerifier } from './auth/jwt.ts';
 import { registerIdentityProvider } from './auth/identity.ts';
 import type { Tier } from './auth/tiers.ts';
 import { buildApp } from './http/app.ts';
+import { hostName } from './mcp/http.ts';
 import type { JwtCheck } from './http/guard.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
 import { TierRateLimiter } from './rate-limit/limiter.ts';
@@ -28,6 +29,7 @@ export interface Service {
   keys: KeyService;
   theses: ThesisService;
   usage: UsageTracker;
+  limiter: TierRateLimiter;
   redis: Redis | null;
   stop(): Promise<void>;
 }
@@ -48,6 +50,14 @@ function authSecret(config: Config): string {
   const s = randomBytes(32).toString('base64url');
   writeFileSync(file, s, { mode: 0o600 });
   return s;
+}
+
+/** Host names /mcp accepts besides loopback: PUBLIC_URL's host and MCP_ALLOWED_HOSTS. */
+function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
+  const out = (config.MCP_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const h = hostName(publicUrl);
+  if (h) out.push(h);
+  return out;
 }
 
 /** Connects ioredis for the rate limiter; failures are logged and the limiter falls back to memory. */
@@ -104,6 +114,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       keys,
       theses,
       logStream: opts.logStream,
+      mcp: { allowedHosts: mcpAllowedHosts(config, publicUrl) },
       guard: {
         keys,
         get jwt() {
@@ -140,6 +151,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       keys,
       theses,
       usage: u,
+      limiter,
       redis: r,
       async stop() {
         await app.close();

@@ -14,6 +14,7 @@ import { thesisRoutes } from './routes/v1/theses.ts';
 import { createGuard, type GuardDeps } from './guard.ts';
 import type { KeyService } from '../services/keys.ts';
 import type { ThesisService } from '../services/theses.ts';
+import { mcpRoutes } from '../mcp/http.ts';
 
 /** What the HTTP app is built from. */
 export interface AppDeps {
@@ -23,6 +24,8 @@ export interface AppDeps {
   keys: KeyService;
   theses: ThesisService;
   guard: GuardDeps;
+  /** The MCP endpoint at /mcp: host names accepted besides loopback (DNS-rebinding protection); omit to leave /mcp out. */
+  mcp?: { allowedHosts: string[] };
   /** Registers more routes outside /api/v1 (the embedded identity provider, MCP). */
   extra?: (app: FastifyInstance) => Promise<void>;
   /** pino destination for tests (e.g. a stream that collects log lines); default stdout. */
@@ -119,9 +122,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { url: '/api/v1/openapi.json' } as never });
 
+  const guard = createGuard(deps.guard);
   await app.register(
     async (v1) => {
-      v1.addHook('onRequest', createGuard(deps.guard));
+      v1.addHook('onRequest', guard);
       v1.setNotFoundHandler((req, reply) =>
         sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf),
       );
@@ -132,6 +136,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     { prefix: '/api/v1' },
   );
+
+  const mcp = deps.mcp;
+  if (mcp) {
+    await app.register(async (scope) => {
+      await mcpRoutes(scope, { market: deps.market, theses: deps.theses, limiter: deps.guard.limiter, usage: deps.guard.usage, allowedHosts: mcp.allowedHosts, guard });
+    });
+  }
 
   if (deps.extra) await deps.extra(app);
 

@@ -10,9 +10,10 @@ import { ServiceError } from './errors.ts';
 /**
  * Which credential a route takes: `api` an optional API key (public data routes), `key`
  * a required API key, `jwt` a required JWT of a signed-in user (key management), `user` an
- * API key or a JWT (theses), `none` nothing (docs).
+ * API key or a JWT (theses), `none` nothing (docs), `mcp` an optional API key whose quota is
+ * counted per tools/call by the MCP endpoint itself.
  */
-export type AuthMode = 'api' | 'key' | 'jwt' | 'user' | 'none';
+export type AuthMode = 'api' | 'key' | 'jwt' | 'user' | 'none' | 'mcp';
 
 /** Who is calling. */
 export type Caller =
@@ -95,7 +96,7 @@ export function createGuard(deps: GuardDeps) {
       const k = await deps.keys.authenticate(token);
       return { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
     }
-    if (mode === 'api' || mode === 'key' || mode === 'none' || !deps.jwt) {
+    if (mode === 'api' || mode === 'key' || mode === 'none' || mode === 'mcp' || !deps.jwt) {
       throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'malformed' });
     }
     let claims: { sub: string; email: string | null };
@@ -119,6 +120,7 @@ export function createGuard(deps: GuardDeps) {
       throw e;
     }
     req.caller = caller;
+    if (mode === 'mcp') return; // quota per tools/call, headers set by the MCP endpoint
 
     if (caller.kind === 'jwt') {
       // Signed-in users managing keys or theses: a per-user budget, apart from API quotas.

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -47,11 +47,79 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
-  if (!opts.pgliteDir.startsWith('memory://')) mkdirSync(opts.pgliteDir, { recursive: true });
-  const client = new PGlite(opts.pgliteDir);
-  const db = drizzle({ client, schema });
-  await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
-  return { db: db as unknown as Db, kind: 'pglite', close: () => client.close() };
+  const onDisk = !opts.pgliteDir.startsWith('memory://');
+  let unlock = () => {};
+  if (onDisk) {
+    mkdirSync(opts.pgliteDir, { recursive: true });
+    unlock = lockPglite(opts.pgliteDir);
+  }
+  try {
+    const client = new PGlite(opts.pgliteDir);
+    const db = drizzle({ client, schema });
+    await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
+    return {
+      db: db as unknown as Db,
+      kind: 'pglite',
+      close: async () => {
+        try {
+          await client.close();
+        } finally {
+          unlock();
+        }
+      },
+    };
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+}
+
+/** Raised when another process holds the embedded database. */
+export class DatabaseInUseError extends Error {
+  override name = 'DatabaseInUseError';
+}
+
+/**
+ * PGlite is single-process: two processes on one folder would corrupt it. Takes a lock file
+ * (`<dir>.lock` with the holder's pid); a lock left by a dead process is taken over.
+ * @returns a function that releases the lock.
+ * @throws DatabaseInUseError when a live process holds it.
+ */
+function lockPglite(dir: string): () => void {
+  const file = `${dir.replace(/\/$/, '')}.lock`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        rmSync(file, { force: true });
+        process.off('exit', release);
+      };
+      process.on('exit', release);
+      return release;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const pid = Number(readFileSync(file, 'utf8').trim());
+      let alive = false;
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) {
+        try {
+          process.kill(pid, 0);
+          alive = true;
+        } catch (e) {
+          alive = (e as NodeJS.ErrnoException).code === 'EPERM';
+        }
+      }
+      if (alive) {
+        throw new DatabaseInUseError(
+          `The embedded database ${dir} is in use by process ${pid} (a running service?). Stop it first, or set DATABASE_URL to a PostgreSQL database so several processes can share it.`,
+        );
+      }
+      rmSync(file, { force: true }); // stale lock of a dead process
+    }
+  }
+  throw new DatabaseInUseError(`Could not lock the embedded database ${dir}`);
 }
 
 /** True when the database answers a trivial query (for /readyz). */

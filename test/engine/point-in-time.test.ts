@@ -74,23 +74,3 @@ describe('point-in-time (truncation) on real data', () => {
     assert.notDeepStrictEqual(plain(r), plain(whole.regime));
   });
 });
-
-describe('speed', () => {
-  it('whole history of all 11 assets (regime, chain health, signals) computes fast', () => {
-    const fg = loadFearGreed();
-    const data = ASSETS.map((a) => ({ a, candles: loadCandles(a.file), funding: a.funding ? loadFunding(a.funding) : null, metrics: a.chain ? loadChain(a.chain.file) : null }));
-    const t0 = performance.now();
-    const regime = computeRegimeSeries({ btc: data[0]!.candles, fearGreed: fg, funding: data[0]!.funding! });
-    let n = 0;
-    for (const d of data) {
-      const ch = d.a.chain
-        ? computeChainHealthSeries({ chain: d.a.chain.id, metrics: d.metrics!, regimeByDate: (x) => regimeAt(regime, x)?.regime ?? 'neutral', dates: d.candles.map((c) => c.date) })
-        : null;
-      n += computeSignalSeries({ asset: d.a.asset, candles: d.candles, fearGreed: fg, funding: d.funding, regime, chainHealth: ch, sources: SOURCES }).length;
-    }
-    const ms = performance.now() - t0;
-    console.log(`# engine: ${n} signal days for ${data.length} assets in ${ms.toFixed(0)} ms`);
-    // Generous bound for slow CI machines; an O(n^2) recomputation would take far longer.
-    assert.ok(ms < 3000, `took ${ms} ms`);
-  });
-});

@@ -24,8 +24,11 @@ const PRICE_FILES: Record<string, string> = {
 let svc: Service;
 let app: FastifyInstance;
 
+let client = 0;
+/** GETs as a new unauthenticated client (its own IP) so the 5/minute unauthenticated limit does not interfere. */
 async function get(url: string) {
-  const res = await app.inject({ method: 'GET', url });
+  client++;
+  const res = await app.inject({ method: 'GET', url, remoteAddress: `10.0.${client >> 8}.${client & 255}` });
   return { status: res.statusCode, headers: res.headers, body: res.json() as any, raw: res.body };
 }
 
@@ -77,8 +80,8 @@ describe('GET /api/v1/signals', () => {
       assert.ok(s.factors && s.factors.length > 0, s.asset);
       const sum = s.factors.reduce((a, f) => a + f.contribution, 0);
       assert.ok(Math.abs(sum - s.score) < 1e-6, `${s.asset}: ${sum} vs ${s.score}`);
-      const names = s.factors.map((f) => f.name).concat(s.missing_factors!.map((f) => f.name));
-      for (const n of ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime']) assert.ok(names.includes(n as never), `${s.asset} ${n}`);
+      const names: string[] = s.factors.map((f): string => f.name).concat(s.missing_factors!.map((f) => f.name));
+      for (const n of ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime']) assert.ok(names.includes(n), `${s.asset} ${n}`);
     }
     // Assets without funding history report the factor as missing instead of inventing it.
     const doge = env.data.signals.find((s) => s.asset === 'dogecoin')!;

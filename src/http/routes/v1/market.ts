@@ -136,7 +136,7 @@ export async function marketRoutes(app: FastifyInstance, opts: { market: MarketS
       description: 'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day.',
       params: AssetParam,
       querystring: HistoryQuery,
-      response: { 200: okEnvelope(HistoryDataSchema), 401: ErrorEnvelopeSchema, 403: ErrorEnvelopeSchema, ...errors },
+      response: { 200: okEnvelope(HistoryDataSchema), 403: ErrorEnvelopeSchema, ...errors },
       security: [{ bearerApiKey: [] }],
     },
   }, async (req, reply) => {

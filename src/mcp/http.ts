@@ -1,0 +1,124 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
+import type { MarketService } from '../services/market.ts';
+import type { ThesisService } from '../services/theses.ts';
+import type { UsageTracker } from '../services/usage.ts';
+import { createMcpServer } from './tools.ts';
+
+/** Host names always accepted in `Host`/`Origin` by /mcp (loopback). */
+export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
+
+/** Query parameters that look like credentials: refused, tokens go in `Authorization` only. */
+const TOKEN_PARAMS = ['access_token', 'token', 'api_key', 'apikey', 'key', 'authorization'];
+
+/** What the /mcp endpoint needs. */
+export interface McpHttpDeps {
+  market: MarketService;
+  theses: ThesisService;
+  limiter: TierRateLimiter;
+  usage: UsageTracker;
+  /** Host names accepted in `Host` and `Origin` (any port), besides the loopback ones. */
+  allowedHosts: readonly string[];
+  /** The /api/v1 guard (createGuard), run after the Host/Origin checks to identify the caller. */
+  guard: (req: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | void>;
+}
+
+/** The host name of a `Host` header value or an origin URL, lower-case, without port. */
+export function hostName(v: string): string | null {
+  try {
+    return new URL(v.includes('://') ? v : `http://${v}`).hostname.toLowerCase();
+  } catch {
+    return null;
+  }
+}
+
+function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
+  return reply.code(status).type('application/json').send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+function webHeaders(h: IncomingHttpHeaders): Headers {
+  const out = new Headers();
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) out.append(k, x);
+    else out.set(k, v);
+  }
+  return out;
+}
+
+/**
+ * Answers one Streamable HTTP request with a fresh stateless MCP server (no session, JSON
+ * responses, per the MCP 2025-06-18 transport): converts the Fastify request into a web
+ * Request (the body already parsed by Fastify), lets the SDK's transport handle it, and
+ * copies the Response back.
+ */
+export async function handleMcpRequest(server: McpServer, req: FastifyRequest, reply: FastifyReply, extraHeaders: () => Promise<Record<string, string>>): Promise<FastifyReply> {
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  await server.connect(transport);
+  try {
+    const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, { method: req.method, headers: webHeaders(req.headers) });
+    const res = await transport.handleRequest(request, { parsedBody: req.body });
+    const body = await res.text();
+    res.headers.forEach((v, k) => reply.header(k, v));
+    reply.headers(await extraHeaders());
+    return reply.code(res.status).send(body);
+  } finally {
+    await server.close();
+  }
+}
+
+/**
+ * The MCP endpoint at /mcp: Streamable HTTP, stateless, JSON responses. Must be registered in
+ * a scope whose guard (auth mode `mcp`) has already identified the caller from the API key
+ * (a bad key is a 401 with `WWW-Authenticate` before any tool runs). Refuses `Host` or
+ * `Origin` values outside the allowed hosts (403, DNS-rebinding protection) and credentials in
+ * the query string (400). Each tools/call counts one request against the caller's quota; the
+ * rate-limit headers describe it.
+ */
+export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promise<void> {
+  const allowed = new Set<string>([...LOOPBACK_HOSTS, '::1', ...deps.allowedHosts.map((h) => h.toLowerCase())]);
+
+  app.addHook('onRequest', async (req, reply) => {
+    const host = req.headers.host;
+    const h = host ? hostName(host) : null;
+    if (!h || !allowed.has(h)) return rpcError(reply, 403, -32000, `Host '${host ?? ''}' is not allowed (DNS-rebinding protection); set MCP_ALLOWED_HOSTS`);
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== 'null') {
+      const o = hostName(origin);
+      if (!o || !allowed.has(o)) return rpcError(reply, 403, -32000, `Origin '${origin}' is not allowed (DNS-rebinding protection)`);
+    } else if (origin === 'null') {
+      return rpcError(reply, 403, -32000, "Origin 'null' is not allowed");
+    }
+    const q = req.query as Record<string, unknown> | undefined;
+    if (q && Object.keys(q).some((k) => TOKEN_PARAMS.includes(k.toLowerCase()))) {
+      return rpcError(reply, 400, -32600, 'Credentials in the query string are not accepted; send the API key as Authorization: Bearer <key>');
+    }
+  });
+  app.addHook('onRequest', deps.guard);
+
+  app.post('/mcp', { config: { auth: 'mcp' }, schema: { hide: true } }, async (req, reply) => {
+    const caller = req.caller;
+    let decision: LimitDecision | undefined;
+    const server = createMcpServer({
+      market: deps.market,
+      theses: deps.theses,
+      caller,
+      consume: async () => (decision = await deps.limiter.consume(caller.subject, caller.tier)),
+      served: () => {
+        if (caller.kind === 'key') deps.usage.record(caller.keyId);
+      },
+    });
+    return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.limiter.peek(caller.subject, caller.tier))));
+  });
+
+  // Stateless server: no server-initiated SSE stream and no sessions to delete.
+  const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {
+    reply.header('Allow', 'POST');
+    return rpcError(reply, 405, -32000, 'Method not allowed: this MCP server is stateless; use POST');
+  };
+  app.get('/mcp', { config: { auth: 'none' }, schema: { hide: true } }, notAllowed);
+  app.delete('/mcp', { config: { auth: 'none' }, schema: { hide: true } }, notAllowed);
+}

@@ -1,0 +1,238 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { createService, type Service } from '../../src/server.ts';
+import { GetChainHealthOutput, GetSignalsOutput, TOOL_NAMES } from '../../src/mcp/tools.ts';
+import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas.ts';
+import { ThesisHealthSchema } from '../../src/services/theses.ts';
+import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
+import { testConfig } from '../helpers/env.ts';
+
+let idp: TestIdp;
+let svc: Service;
+let base: string;
+const keys: Record<'free' | 'pro' | 'api' | 'other', string> = { free: '', pro: '', api: '', other: '' };
+let thesisId = '';
+let ipSeq = 0;
+
+/** REST call through the real HTTP server (loopback); returns status, headers and JSON. */
+async function rest(method: string, path: string, token?: string, body?: unknown) {
+  const res = await fetch(base + path, {
+    method,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as any };
+}
+
+/** A connected SDK client, with the API key in `Authorization: Bearer` when given. */
+async function connect(key?: string): Promise<Client> {
+  const client = new Client({ name: 'mcp-http-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+    requestInit: key ? { headers: { Authorization: `Bearer ${key}` } } : undefined,
+  });
+  await client.connect(transport);
+  return client;
+}
+
+/** The `{error}` object of a failed tool result (text content is the REST error as JSON). */
+function toolError(r: CallToolResult): { code: string; message: string; details?: Record<string, unknown> } {
+  assert.equal(r.isError, true, JSON.stringify(r));
+  const first = r.content[0];
+  assert.ok(first && first.type === 'text');
+  return JSON.parse(first.text).error;
+}
+
+async function makeKey(sub: string, email: string, tier?: 'pro' | 'api'): Promise<string> {
+  const jwt = await idp.token(sub, { email });
+  const r = await rest('POST', '/api/v1/keys/create', jwt, { name: 'mcp' });
+  assert.equal(r.status, 201, JSON.stringify(r.body));
+  if (tier) await svc.accounts.setTierByEmail(email, tier);
+  return r.body.data.key;
+}
+
+/** Raw JSON-RPC POST to /mcp (for status codes and headers the SDK client hides). */
+async function rawMcp(body: unknown, headers: Record<string, string> = {}, query = '') {
+  return fetch(`${base}/mcp${query}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18', ...headers },
+    body: JSON.stringify(body),
+  });
+}
+const callMsg = (name: string, args: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id: ++ipSeq, method: 'tools/call', params: { name, arguments: args } });
+
+before(async () => {
+  idp = await startTestIdp();
+  svc = await createService(testConfig({ AUTH_ISSUER: idp.issuer }));
+  base = await svc.app.listen({ host: '127.0.0.1', port: 0 });
+  keys.free = await makeKey('mcp-free', 'mcp-free@example.com');
+  keys.pro = await makeKey('mcp-pro', 'mcp-pro@example.com', 'pro');
+  keys.api = await makeKey('mcp-api', 'mcp-api@example.com', 'api');
+  keys.other = await makeKey('mcp-other', 'mcp-other@example.com', 'api');
+  const t = await rest('POST', '/api/v1/thesis', keys.api, {
+    asset: 'ETH',
+    direction: 'long',
+    title: 'ETH recovers',
+    entry_price: 3000,
+    stop_price: 2500,
+    conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, kind: 'warning' }],
+  });
+  assert.equal(t.status, 201, JSON.stringify(t.body));
+  thesisId = t.body.data.id;
+});
+after(async () => {
+  await svc?.stop();
+  await idp?.close();
+});
+
+describe('MCP over Streamable HTTP with the SDK client', () => {
+  test('tools/list returns exactly the six read-only tools with titles, descriptions and schemas', async () => {
+    const c = await connect(keys.api);
+    const { tools } = await c.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOL_NAMES].sort());
+    for (const t of tools) {
+      assert.ok(t.title && t.title.length > 3, `${t.name} title`);
+      assert.ok(t.description && t.description.length > 60, `${t.name} description`);
+      assert.equal(t.annotations?.readOnlyHint, true, t.name);
+      assert.equal(t.inputSchema.type, 'object');
+      assert.equal(t.outputSchema?.type, 'object', `${t.name} outputSchema`);
+    }
+    const hist = tools.find((t) => t.name === 'get_signal_history')!;
+    const days = (hist.inputSchema.properties as any).days;
+    assert.equal(days.minimum, 1);
+    assert.equal(days.maximum, 365);
+    assert.equal((hist.inputSchema.properties as any).limit.maximum, 200);
+    await c.close();
+  });
+
+  test('every tool: structuredContent equals the REST data for the same question and validates against outputSchema', async () => {
+    // The SDK client validates structuredContent against each tool's outputSchema itself
+    // (it throws on a mismatch); the zod schemas are checked here as well.
+    const c = await connect(keys.api);
+    await c.listTools();
+    const cases: { tool: string; args: Record<string, unknown>; path: string; schema: { parse(x: unknown): unknown } }[] = [
+      { tool: 'get_signals', args: {}, path: '/api/v1/signals', schema: GetSignalsOutput },
+      { tool: 'get_signals', args: { include_factors: true }, path: '/api/v1/signals?include_factors=true', schema: GetSignalsOutput },
+      { tool: 'get_signals', args: { asset: 'BTC', include_factors: true }, path: '/api/v1/signals/BTC?include_factors=true', schema: GetSignalsOutput },
+      { tool: 'get_market_regime', args: {}, path: '/api/v1/regime', schema: RegimeDataSchema },
+      { tool: 'get_chain_health', args: {}, path: '/api/v1/chain-health', schema: GetChainHealthOutput },
+      { tool: 'get_chain_health', args: { chain: 'hype' }, path: '/api/v1/chain-health/hype', schema: GetChainHealthOutput },
+      { tool: 'get_assets', args: {}, path: '/api/v1/assets', schema: AssetsDataSchema },
+      { tool: 'get_signal_history', args: { asset: 'bitcoin', days: 365, limit: 20 }, path: '/api/v1/signal-history/bitcoin?days=365&limit=20', schema: HistoryDataSchema },
+      { tool: 'get_thesis_health', args: { thesis_id: thesisId }, path: `/api/v1/thesis/${thesisId}/health`, schema: ThesisHealthSchema },
+    ];
+    for (const k of cases) {
+      const r = (await c.callTool({ name: k.tool, arguments: k.args })) as CallToolResult;
+      assert.notEqual(r.isError, true, `${k.tool}: ${JSON.stringify(r.content)}`);
+      const text = r.content[0];
+      assert.ok(text && text.type === 'text' && text.text.length > 10, `${k.tool} has a text summary`);
+      const restRes = await rest('GET', k.path, keys.api);
+      assert.equal(restRes.status, 200, k.path);
+      const sc = r.structuredContent as Record<string, unknown>;
+      if (k.tool === 'get_thesis_health') {
+        // evaluated_at is the wall-clock time of each evaluation; everything else is equal.
+        assert.deepEqual({ ...sc, evaluated_at: null }, { ...restRes.body.data, evaluated_at: null });
+      } else {
+        assert.deepEqual(sc, restRes.body.data, `${k.tool} ${JSON.stringify(k.args)}`);
+      }
+      k.schema.parse(sc);
+    }
+    await c.close();
+  });
+
+  test('tool failures are isError results carrying the REST error code', async () => {
+    const c = await connect(keys.api);
+    assert.equal(toolError((await c.callTool({ name: 'get_signals', arguments: { asset: 'xyz' } })) as CallToolResult).code, 'NOT_FOUND');
+    assert.equal(toolError((await c.callTool({ name: 'get_chain_health', arguments: { chain: 'btc' } })) as CallToolResult).code, 'NOT_FOUND');
+    const bad = (await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days: 0 } })) as CallToolResult;
+    assert.equal(bad.isError, true, 'days=0 is refused, not clamped');
+    await c.close();
+  });
+});
+
+describe('MCP auth, tiers and limits', () => {
+  test('a bad key is HTTP 401 with WWW-Authenticate before any tool runs', async () => {
+    for (const key of ['svc_live_garbage', `svc_live_${'A'.repeat(38)}`, 'not-a-key']) {
+      const res = await rawMcp(callMsg('get_assets'), { authorization: `Bearer ${key}` });
+      assert.equal(res.status, 401, key);
+      assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer /);
+    }
+    await assert.rejects(connect('svc_live_garbage'));
+  });
+
+  test('without a key tools run as unauthenticated; get_thesis_health needs a key; history needs pro or api', async () => {
+    const c = await connect();
+    const ok = (await c.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult;
+    assert.notEqual(ok.isError, true);
+    assert.equal(toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code, 'UNAUTHORIZED');
+    const e = toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult);
+    assert.equal(e.code, 'TIER_REQUIRED');
+    assert.deepEqual(e.details?.required_tiers, ['pro', 'api']);
+    await c.close();
+
+    const free = await connect(keys.free);
+    assert.equal(toolError((await free.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code, 'TIER_REQUIRED');
+    await free.close();
+    const pro = await connect(keys.pro);
+    assert.notEqual(((await pro.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).isError, true);
+    // Another user's thesis is NOT_FOUND (no existence leak).
+    assert.equal(toolError((await pro.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code, 'NOT_FOUND');
+    await pro.close();
+  });
+
+  test('each tools/call counts against the same quota as REST, with rate-limit headers on the HTTP responses', async () => {
+    const key = await makeKey('mcp-quota', 'mcp-quota@example.com'); // free: 10 per minute
+    const auth = { authorization: `Bearer ${key}` };
+    // tools/list and initialize are not tool calls: no quota.
+    const list = await rawMcp({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, auth);
+    assert.equal(list.status, 200);
+    assert.equal(list.headers.get('x-ratelimit-remaining'), '50');
+    assert.equal(list.headers.get('x-service-tier'), 'free');
+    for (let i = 0; i < 4; i++) assert.equal((await rest('GET', '/api/v1/assets', key)).status, 200);
+    const remaining: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await rawMcp(callMsg('get_assets'), auth);
+      assert.equal(res.status, 200);
+      const body = (await res.json()) as any;
+      assert.notEqual(body.result.isError, true);
+      remaining.push(Number(res.headers.get('x-ratelimit-remaining')));
+      assert.ok(res.headers.get('ratelimit-policy'));
+    }
+    assert.deepEqual(remaining, [45, 44, 43, 42, 41, 40]);
+    // The 11th request of the minute (4 REST + 6 MCP before) is refused, over MCP and REST.
+    const res = await rawMcp(callMsg('get_assets'), auth);
+    const body = (await res.json()) as any;
+    const err = JSON.parse(body.result.content[0].text).error;
+    assert.equal(body.result.isError, true);
+    assert.equal(err.code, 'RATE_LIMITED');
+    assert.equal(err.details.window, 'minute');
+    assert.ok(Number(res.headers.get('retry-after')) > 0);
+    assert.equal((await rest('GET', '/api/v1/assets', key)).status, 429);
+    // Refused calls consumed nothing: the daily count stays at 10.
+    assert.equal(res.headers.get('x-ratelimit-remaining'), '40');
+  });
+
+  test('Host and Origin are validated (DNS rebinding) and tokens in the query string are refused', async () => {
+    const init = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
+    assert.equal((await rawMcp(init, { origin: 'http://evil.example' })).status, 403);
+    assert.equal((await rawMcp(init, { origin: 'null' })).status, 403);
+    assert.equal((await rawMcp(init, { origin: base })).status, 200);
+    const badHost = await new Promise<number>((resolve, reject) => {
+      // fetch does not let a caller set Host; use node:http for a rebinding-style Host header.
+      import('node:http').then(({ request }) => {
+        const u = new URL(`${base}/mcp`);
+        const req = request({ host: u.hostname, port: u.port, path: '/mcp', method: 'POST', headers: { host: 'attacker.example:80', 'content-type': 'application/json', accept: 'application/json, text/event-stream' } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end(JSON.stringify(init));
+      }, reject);
+    });
+    assert.equal(badHost, 403);
+    assert.equal((await rawMcp(init, {}, `?access_token=${keys.free}`)).status, 400);
+    assert.equal((await rawMcp(init, {}, `?api_key=${keys.free}`)).status, 400);
+  });
+});
