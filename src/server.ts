@@ -5,7 +5,6 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 import { createJwtVerifier } from './auth/jwt.ts';
-import { registerIdentityProvider } from './auth/identity.ts';
 import type { Tier } from './auth/tiers.ts';
 import { buildApp } from './http/app.ts';
 import { hostName } from './mcp/http.ts';
@@ -127,6 +126,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       },
       extra: async (a) => {
         if (!config.AUTH_ISSUER) {
+          const { registerIdentityProvider } = await import('./auth/identity.ts');
           const idp = await registerIdentityProvider(a, { db: database.db, baseUrl: publicUrl, secret: authSecret(config), audience: config.AUTH_AUDIENCE });
           jwt = createJwtVerifier({ issuer: idp.issuer, audience: idp.audience, jwks: idp.jwks });
         }

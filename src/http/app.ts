@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -54,8 +54,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       ...(deps.logStream ? { stream: deps.logStream } : {}),
     },
     genReqId: () => randomUUID(),
-    requestIdLogLabel: 'request_id',
-    disableRequestLogging: false,
+    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: false }),
     trustProxy: trustProxy(deps.config.TRUST_PROXY),
   }).withTypeProvider<ZodTypeProvider>();
 

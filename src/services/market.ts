@@ -216,7 +216,7 @@ export class MarketService {
 
   #health(chain: ChainId): ChainHealthData {
     const c = CHAINS.find((x) => x.chain === chain)!;
-    const h = this.chainHealthSeries.get(chain)!.at(-1)!;
+    const { date: _computedFor, ...h } = this.chainHealthSeries.get(chain)!.at(-1)!;
     return { ...h, name: c.name };
   }
 

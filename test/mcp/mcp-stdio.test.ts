@@ -1,0 +1,112 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ROOT_DIR } from '../../src/config.ts';
+import { createService, type Service } from '../../src/server.ts';
+import { TOOL_NAMES } from '../../src/mcp/tools.ts';
+import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+
+/** Starts `npm run cli -- mcp --stdio` (the same command as the README) as a real child process. */
+async function stdioClient(env: Record<string, string>): Promise<Client> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
+    cwd: ROOT_DIR,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'mcp-stdio-test', version: '1.0.0' });
+  await client.connect(transport);
+  return client;
+}
+
+function errorCode(r: CallToolResult): string {
+  assert.equal(r.isError, true, JSON.stringify(r));
+  const t = r.content[0];
+  assert.ok(t && t.type === 'text');
+  return JSON.parse(t.text).error.code;
+}
+
+describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => {
+  let svc: Service;
+  let client: Client;
+  before(async () => {
+    svc = await createService(testConfig());
+    await svc.app.ready();
+    client = await stdioClient({ PGLITE_DIR: 'memory://' });
+  });
+  after(async () => {
+    await client?.close();
+    await svc?.stop();
+  });
+
+  test('lists exactly the six tools; get_signals equals the REST data; tier and key gates hold', async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOL_NAMES].sort());
+    const r = (await client.callTool({ name: 'get_signals', arguments: { include_factors: true } })) as CallToolResult;
+    assert.notEqual(r.isError, true);
+    const rest = await svc.app.inject({ method: 'GET', url: '/api/v1/signals?include_factors=true' });
+    assert.deepEqual(r.structuredContent, rest.json().data);
+    const regime = (await client.callTool({ name: 'get_market_regime', arguments: {} })) as CallToolResult;
+    assert.deepEqual(regime.structuredContent, svc.market.regime().value);
+    assert.equal(errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'btc' } })) as CallToolResult), 'TIER_REQUIRED');
+    assert.equal(errorCode((await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: '00000000-0000-4000-8000-000000000000' } })) as CallToolResult), 'UNAUTHORIZED');
+  });
+});
+
+describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
+  const pgUp = await postgresAvailable();
+  let idp: TestIdp;
+  let svc: Service;
+  let db: { url: string; drop: () => Promise<void> };
+  let proKey = '';
+  let thesisId = '';
+
+  before(async () => {
+    if (!pgUp) return;
+    db = await createTempPgDatabase();
+    idp = await startTestIdp();
+    svc = await createService(testConfig({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer }));
+    await svc.app.ready();
+    const jwt = await idp.token('stdio-user', { email: 'stdio@example.com' });
+    const k = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
+    proKey = k.json().data.key;
+    await svc.accounts.setTierByEmail('stdio@example.com', 'pro');
+    const t = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/thesis',
+      headers: { authorization: `Bearer ${proKey}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ asset: 'solana', direction: 'short', title: 'SOL fades', conditions: [{ metric: 'regime', operator: 'eq', value: 'bull', kind: 'invalidation' }] }),
+    });
+    assert.equal(t.statusCode, 201, t.body);
+    thesisId = t.json().data.id;
+  });
+  after(async () => {
+    await svc?.stop();
+    await idp?.close();
+    await db?.drop();
+  });
+
+  test('the key from MARKET_INTEL_API_KEY identifies the user: thesis health and history work', { skip: pgUp ? false : PG_SKIP }, async () => {
+    const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: proKey });
+    try {
+      const h = (await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult;
+      assert.notEqual(h.isError, true, JSON.stringify(h.content));
+      const rest = await svc.app.inject({ method: 'GET', url: `/api/v1/thesis/${thesisId}/health`, headers: { authorization: `Bearer ${proKey}` } });
+      assert.deepEqual({ ...(h.structuredContent as object), evaluated_at: null }, { ...rest.json().data, evaluated_at: null });
+      const hist = (await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana', days: 90 } })) as CallToolResult;
+      assert.notEqual(hist.isError, true);
+      assert.deepEqual(hist.structuredContent, (await svc.market.signalHistory('solana', 90, 50)).value);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('an invalid key stops the stdio server before it serves anything', { skip: pgUp ? false : PG_SKIP }, async () => {
+    await assert.rejects(stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: 'svc_live_bogus' }));
+  });
+});
