@@ -25,10 +25,15 @@ let svc: Service;
 let app: FastifyInstance;
 
 let client = 0;
-/** GETs as a new unauthenticated client (its own IP) so the 5/minute unauthenticated limit does not interfere. */
+let proKey = '';
+/**
+ * GETs as a new unauthenticated client (its own IP) so the 5/minute unauthenticated limit
+ * does not interfere; /signal-history (Pro or API tier) is called with a Pro key.
+ */
 async function get(url: string) {
   client++;
-  const res = await app.inject({ method: 'GET', url, remoteAddress: `10.0.${client >> 8}.${client & 255}` });
+  const headers = url.includes('/signal-history/') ? { authorization: `Bearer ${proKey}` } : {};
+  const res = await app.inject({ method: 'GET', url, headers, remoteAddress: `10.0.${client >> 8}.${client & 255}` });
   return { status: res.statusCode, headers: res.headers, body: res.json() as any, raw: res.body };
 }
 
@@ -48,6 +53,8 @@ before(async () => {
     throw new Error('secret internal detail at /srv/db.ts:42');
   });
   await app.ready();
+  proKey = (await svc.keys.create({ userId: 'contract-pro', email: 'contract-pro@example.com' }, 'contract')).key;
+  await svc.accounts.setTierByEmail('contract-pro@example.com', 'pro');
 });
 after(async () => svc?.stop());
 

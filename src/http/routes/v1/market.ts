@@ -129,7 +129,7 @@ export async function marketRoutes(app: FastifyInstance, opts: { market: MarketS
   });
 
   r.get('/signal-history/:asset', {
-    config: { tiers: HISTORY_TIERS },
+    config: { auth: 'key', tiers: HISTORY_TIERS },
     schema: {
       tags: ['signals'],
       summary: 'Historical signal changes (Pro or API tier)',
