@@ -1,22 +1,32 @@
 // npm run bench: measures, in one run, against baselines measured in the same run:
-//  1. GET /api/v1/signals throughput and p99 of the service vs a bare Fastify route serving
-//     the same bytes (ratio; target >= 0.8);
-//  2. the time of a full signal-history backfill of all assets (target < 5 s);
-//  3. the service's peak RSS under that load (target < 512 MB).
+//  1. the time of a full signal-history backfill of all assets (target < 5 s);
+//  2. keyed GET /api/v1/signals through the whole pipeline (API key lookup, tier, rate
+//     limiter, envelope) vs a bare Fastify route serving the same bytes: with the in-memory
+//     limiter (target ratio >= 0.8 for the core, >= 0.7 keyed) and the Redis limiter (>= 0.5);
+//  3. MCP tools/call get_signals vs a bare SDK server on the same stack returning the same
+//     payload (target >= 0.8);
+//  4. the service's peak RSS under that load (target < 512 MB).
+// Every request is allowed: the load rotates over a pool of api-tier keys (500 requests per
+// minute each), sized from the baseline's throughput so no key runs out during a run.
 // Load comes from autocannon on loopback; each server is its own process.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
 import { ROOT_DIR } from '../src/config.ts';
+import { generateKey } from '../src/auth/api-keys.ts';
+import { TIER_LIMITS } from '../src/auth/tiers.ts';
 import { DatasetProvider } from '../src/providers/dataset/dataset.ts';
 import { MarketService } from '../src/services/market.ts';
+import { AccountRepo } from '../src/store/account-repo.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
@@ -38,49 +48,164 @@ function peakRssMb(pid: number): number {
   return kb / 1024;
 }
 
-async function load(url: string, headers: Record<string, string> = {}): Promise<{ rps: number; p99: number; errors: number; non2xx: number }> {
-  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers }); // warm-up
-  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+interface LoadOpts {
+  method?: 'GET' | 'POST';
+  body?: string;
+  headers?: Record<string, string>;
+  /** API keys to rotate over, one per request (as `Authorization: Bearer`). */
+  keys?: string[];
+}
+
+async function load(url: string, o: LoadOpts = {}): Promise<{ rps: number; p99: number; errors: number; non2xx: number }> {
+  let i = 0;
+  const keys = o.keys;
+  const opts = {
+    url,
+    connections: CONNECTIONS,
+    method: o.method ?? 'GET',
+    body: o.body,
+    headers: o.headers ?? {},
+    requests: keys
+      ? [
+          {
+            setupRequest: (req: { headers: Record<string, string> }) => {
+              req.headers = { ...req.headers, authorization: `Bearer ${keys[i++ % keys.length]}` };
+              return req;
+            },
+          },
+        ]
+      : undefined,
+  };
+  await autocannon({ ...opts, duration: 2 }); // warm-up
+  const r = await autocannon({ ...opts, duration: DURATION });
   return { rps: r.requests.average, p99: r.latency.p99, errors: r.errors, non2xx: r.non2xx };
 }
 
+/**
+ * Creates `n` api-tier keys (5 per user, the per-user maximum) in the embedded database at
+ * `dir`, so the service started on that folder accepts them.
+ */
+async function keyPool(dir: string, n: number, tag: string): Promise<string[]> {
+  const db = await openDatabase({ pgliteDir: dir });
+  try {
+    const repo = new AccountRepo(db.db);
+    const keys: string[] = [];
+    for (let u = 0; keys.length < n; u++) {
+      const email = `bench-${tag}-${u}@example.com`;
+      await repo.ensureUser(`bench-${tag}-${u}`, email);
+      await repo.setTierByEmail(email, 'api');
+      for (let k = 0; k < 5 && keys.length < n; k++) {
+        const g = generateKey();
+        await repo.createKey(`bench-${tag}-${u}`, 'bench', g.prefix, g.hash, 5);
+        keys.push(g.key);
+      }
+    }
+    return keys;
+  } finally {
+    await db.close();
+  }
+}
+
+/** Keys needed so that none exceeds its per-minute limit at `rps` over warm-up + run (x1.5 margin). */
+function poolSize(rps: number): number {
+  return Math.ceil((rps * (DURATION + 2) * 1.5) / TIER_LIMITS.api.minute);
+}
+
+async function redisUp(): Promise<boolean> {
+  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
+  try {
+    await r.connect();
+    return (await r.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    r.disconnect();
+  }
+}
+
+const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+const MCP_CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_signals', arguments: {} } });
+
 function row(name: string, r: { rps: number; p99: number; non2xx: number }, base?: { rps: number; p99: number }) {
+  if (r.non2xx > 0) console.log(`WARNING: ${name}: ${r.non2xx} non-2xx responses (refused or failed requests make the figure meaningless)`);
   const ratio = base ? `  throughput ratio ${(r.rps / base.rps).toFixed(2)}, p99 ratio ${(r.p99 / Math.max(base.p99, 1)).toFixed(2)}` : '';
   console.log(`${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${String(r.p99).padStart(4)} ms  non-2xx ${r.non2xx}${ratio}`);
 }
 
 async function main() {
-  console.log(`# bench: ${DURATION}s per run, ${CONNECTIONS} connections, node ${process.version}`);
+  console.log(`# bench: ${DURATION}s per run after 2s warm-up, ${CONNECTIONS} connections, node ${process.version}`);
 
-  // 2. Backfill time (fresh embedded database, all assets, computation + storage).
+  // 1. Backfill time (fresh embedded database, all assets, computation + storage).
   const t0 = performance.now();
-  const db = await openDatabase({ pgliteDir: 'memory://' });
+  const mem = await openDatabase({ pgliteDir: 'memory://' });
   const t1 = performance.now();
-  const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), new HistoryRepo(db.db));
+  const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), new HistoryRepo(mem.db));
   const t2 = performance.now();
   const res = await market.backfill();
   const t3 = performance.now();
-  await db.close();
+  await mem.close();
   const rows = res.reduce((s, r) => s + r.inserted, 0);
   console.log(`backfill: load+compute ${(t2 - t1).toFixed(0)} ms, store ${rows} changes ${(t3 - t2).toFixed(0)} ms, total ${((t3 - t1) / 1000).toFixed(2)} s (target < 5 s; PGlite open+migrate ${(t1 - t0).toFixed(0)} ms not counted)`);
 
-  // 1. Throughput against the bare route.
-  const svc = await start(['src/cli.ts', 'serve'], { PORT: '0', HOST: '127.0.0.1', PGLITE_DIR: 'memory://', LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info' });
-  const url = `http://127.0.0.1:${svc.port}/api/v1/signals`;
-  const body = await (await fetch(url)).text();
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'bench-')), 'signals.json');
-  writeFileSync(file, body);
-  const bare = await start(['bench/bare-server.ts', file, '0']);
-  const bareUrl = `http://127.0.0.1:${bare.port}/api/v1/signals`;
+  const work = mkdtempSync(path.join(tmpdir(), 'bench-'));
+  const dir = path.join(work, 'pglite');
+  const procs: ChildProcess[] = [];
+  const serve = async (env: Record<string, string>) => {
+    const s = await start(['src/cli.ts', 'serve'], { PORT: '0', HOST: '127.0.0.1', PGLITE_DIR: dir, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', ...env });
+    procs.push(s.proc);
+    return s;
+  };
+  const stop = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null ? r() : (p.once('exit', () => r()), p.kill('SIGTERM'))));
   try {
-    const base = await load(bareUrl);
+    // The baselines first: their throughput sizes the key pools.
+    let svc = await serve({});
+    const signalsUrl = `http://127.0.0.1:${svc.port}/api/v1/signals`;
+    const body = await (await fetch(signalsUrl)).text();
+    const mcpRes = (await (await fetch(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', headers: MCP_HEADERS, body: MCP_CALL })).json()) as { result: unknown };
+    await stop(svc.proc);
+    const bodyFile = path.join(work, 'signals.json');
+    writeFileSync(bodyFile, body);
+    const mcpFile = path.join(work, 'mcp-result.json');
+    writeFileSync(mcpFile, JSON.stringify(mcpRes.result));
+    const bare = await start(['bench/bare-server.ts', bodyFile, '0']);
+    procs.push(bare.proc);
+    const base = await load(`http://127.0.0.1:${bare.port}/api/v1/signals`);
+    await stop(bare.proc);
+    const bareMcp = await start(['bench/bare-mcp.ts', mcpFile, '0']);
+    procs.push(bareMcp.proc);
+    const baseMcp = await load(`http://127.0.0.1:${bareMcp.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS });
+    await stop(bareMcp.proc);
+
+    const n = poolSize(base.rps);
+    const nMcp = poolSize(baseMcp.rps);
+    const withRedis = await redisUp();
+    const [memKeys, mcpKeys, redisKeys] = [await keyPool(dir, n, 'mem'), await keyPool(dir, nMcp, 'mcp'), withRedis ? await keyPool(dir, n, `redis${Date.now()}`) : []];
+    console.log(`key pools: ${n} api-tier keys per REST run, ${nMcp} for MCP (${TIER_LIMITS.api.minute}/min each)`);
+
     row('bare Fastify route (same bytes)', base);
-    const mine = await load(url);
-    row('GET /api/v1/signals', mine, base);
-    console.log(`service peak RSS: ${peakRssMb(svc.proc.pid!).toFixed(0)} MB (target < 512 MB)`);
+    svc = await serve({});
+    const memRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: memKeys });
+    row('GET /api/v1/signals, key + memory limiter', memRun, base);
+    row('bare SDK MCP server (same payload)', baseMcp);
+    const mcpRun = await load(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS, keys: mcpKeys });
+    row('MCP tools/call get_signals, key + memory', mcpRun, baseMcp);
+    const rssMem = peakRssMb(svc.proc.pid!);
+    await stop(svc.proc);
+
+    let rssRedis = 0;
+    if (withRedis) {
+      svc = await serve({ REDIS_URL });
+      const redisRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: redisKeys });
+      row('GET /api/v1/signals, key + Redis limiter', redisRun, base);
+      rssRedis = peakRssMb(svc.proc.pid!);
+      await stop(svc.proc);
+    } else {
+      console.log(`Redis limiter: SKIPPED, no Redis at ${REDIS_URL}`);
+    }
+    console.log(`service peak RSS: ${rssMem.toFixed(0)} MB (memory limiter run)${withRedis ? `, ${rssRedis.toFixed(0)} MB (Redis run)` : ''} (target < 512 MB)`);
   } finally {
-    svc.proc.kill('SIGTERM');
-    bare.proc.kill('SIGTERM');
+    for (const p of procs) if (p.exitCode === null) p.kill('SIGTERM');
+    rmSync(work, { recursive: true, force: true });
   }
 }
 
