@@ -1,8 +1,9 @@
 import { generateKey, hashKey, keyFormatError } from '../auth/api-keys.ts';
-import type { Tier } from '../auth/tiers.ts';
+import type { PlanTier, Tier } from '../auth/tiers.ts';
 import { ServiceError } from '../http/errors.ts';
 import type { AccountRepo, KeyRow } from '../store/account-repo.ts';
 import type { UsageTracker } from './usage.ts';
+import type { Database } from '../store/db.ts';
 
 /** At most this many active keys per user (service-spec.md "Limits"). */
 export const MAX_ACTIVE_KEYS = 5;
@@ -36,11 +37,66 @@ function iso(ts: string | null): string | null {
   return ts === null ? null : new Date(ts).toISOString();
 }
 
+/** Channel on which key revocations and tier changes are announced to every instance. */
+export const KEY_EVENTS_CHANNEL = 'market_intel_keys';
+/** Payload of a tier change (or anything else that invalidates every cached key). */
+export const KEY_EVENT_ALL = 'all';
+
+/** How the key service hears about revocations and tier changes made by other processes. */
+export type KeyEventBus = Pick<Database, 'notify' | 'listen'>;
+
+/** Cached look-ups of active keys: at most this many, each trusted for at most this long. */
+export const KEY_CACHE_MAX = 10_000;
+export const KEY_CACHE_TTL_MS = 60_000;
+
 /**
  * Self-service API keys: create (shown once), list, revoke, and resolve a presented key.
+ *
+ * Resolving a key would cost a database round trip per request, so active keys are cached in
+ * memory (by SHA-256 digest; at most KEY_CACHE_MAX for KEY_CACHE_TTL_MS). A revocation or
+ * tier change is announced on KEY_EVENTS_CHANNEL (PostgreSQL NOTIFY, so every instance
+ * sharing the database evicts at once); while that subscription is down the cache is
+ * bypassed, and it is emptied when the subscription comes back.
  */
 export class KeyService {
-  constructor(private readonly repo: AccountRepo, private readonly usage: UsageTracker) {}
+  readonly #cache = new Map<string, { caller: KeyCaller; at: number }>();
+  #trusted = false;
+  /** Bumped by every eviction, so a look-up that raced with one is not cached. */
+  #generation = 0;
+  #unsubscribe: (() => Promise<void>) | null = null;
+
+  constructor(private readonly repo: AccountRepo, private readonly usage: UsageTracker, private readonly bus: KeyEventBus | null = null) {}
+
+  /** Subscribes to key events; without a bus (or before this) nothing is cached. */
+  async start(): Promise<void> {
+    if (!this.bus || this.#unsubscribe) return;
+    this.#unsubscribe = await this.bus.listen(
+      KEY_EVENTS_CHANNEL,
+      (payload) => this.#evict(payload),
+      (up) => {
+        this.#generation++;
+        this.#cache.clear();
+        this.#trusted = up;
+      },
+    );
+  }
+
+  /** Ends the subscription. */
+  async stop(): Promise<void> {
+    this.#trusted = false;
+    this.#cache.clear();
+    await this.#unsubscribe?.();
+    this.#unsubscribe = null;
+  }
+
+  #evict(payload: string): void {
+    this.#generation++;
+    if (payload === KEY_EVENT_ALL) return this.#cache.clear();
+    const [kind, id] = payload.split(':');
+    for (const [hash, e] of this.#cache) {
+      if ((kind === 'key' && e.caller.keyId === id) || (kind === 'user' && e.caller.userId === id)) this.#cache.delete(hash);
+    }
+  }
 
   /**
    * Creates a key for the user (created on first sight).
@@ -87,7 +143,21 @@ export class KeyService {
   async revoke(user: UserIdentity, keyId: string): Promise<{ id: string; status: 'revoked'; revoked_at: string }> {
     const row = await this.repo.revokeKey(user.userId, keyId);
     if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
+    this.#evict(`key:${row.id}`);
+    await this.bus?.notify(KEY_EVENTS_CHANNEL, `key:${row.id}`);
     return { id: row.id, status: 'revoked', revoked_at: iso(row.revokedAt)! };
+  }
+
+  /**
+   * Sets a user's plan (operator command); every key of the user reports the new tier on its
+   * next request, on every instance.
+   * @returns the number of users changed (0 when no user has this email).
+   */
+  async setTier(email: string, tier: PlanTier): Promise<number> {
+    const n = await this.repo.setTierByEmail(email, tier);
+    this.#evict(KEY_EVENT_ALL);
+    await this.bus?.notify(KEY_EVENTS_CHANNEL, KEY_EVENT_ALL);
+    return n;
   }
 
   /**
@@ -97,9 +167,20 @@ export class KeyService {
   async authenticate(key: string): Promise<KeyCaller> {
     const bad = keyFormatError(key);
     if (bad) throw new ServiceError('UNAUTHORIZED', bad === 'malformed' ? 'Malformed API key' : 'Invalid API key (checksum mismatch)', { reason: bad });
-    const found = await this.repo.findKey(hashKey(key));
+    const hash = hashKey(key);
+    const now = Date.now();
+    const hit = this.#trusted ? this.#cache.get(hash) : undefined;
+    if (hit && now - hit.at < KEY_CACHE_TTL_MS) return hit.caller;
+    const generation = this.#generation;
+    const found = await this.repo.findKey(hash);
     if (!found) throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'unknown' });
     if (found.status !== 'active') throw new ServiceError('UNAUTHORIZED', 'This API key has been revoked', { reason: 'revoked' });
-    return { keyId: found.keyId, userId: found.userId, tier: found.tier as Tier };
+    const caller: KeyCaller = { keyId: found.keyId, userId: found.userId, tier: found.tier as Tier };
+    if (this.#trusted && generation === this.#generation) {
+      this.#cache.delete(hash);
+      if (this.#cache.size >= KEY_CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value!);
+      this.#cache.set(hash, { caller, at: now });
+    }
+    return caller;
   }
 }

@@ -54,7 +54,7 @@ before(async () => {
   });
   await app.ready();
   proKey = (await svc.keys.create({ userId: 'contract-pro', email: 'contract-pro@example.com' }, 'contract')).key;
-  await svc.accounts.setTierByEmail('contract-pro@example.com', 'pro');
+  await svc.keys.setTier('contract-pro@example.com', 'pro');
 });
 after(async () => svc?.stop());
 

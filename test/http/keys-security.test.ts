@@ -120,7 +120,7 @@ describe('API keys', () => {
     const jwt = await idp.token('user-pro', { email: 'pro@example.com' });
     const k = await newKey(jwt);
     assert.equal((await call('GET', '/api/v1/signal-history/bitcoin', k.key)).status, 403);
-    assert.equal(await svc.accounts.setTierByEmail('PRO@example.com', 'pro'), 1);
+    assert.equal(await svc.keys.setTier('PRO@example.com', 'pro'), 1);
     const r = await call('GET', '/api/v1/signal-history/bitcoin', k.key);
     assert.equal(r.status, 200);
     assert.equal(r.headers['x-service-tier'], 'pro');

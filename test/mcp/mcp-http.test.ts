@@ -49,7 +49,7 @@ async function makeKey(sub: string, email: string, tier?: 'pro' | 'api'): Promis
   const jwt = await idp.token(sub, { email });
   const r = await rest('POST', '/api/v1/keys/create', jwt, { name: 'mcp' });
   assert.equal(r.status, 201, JSON.stringify(r.body));
-  if (tier) await svc.accounts.setTierByEmail(email, tier);
+  if (tier) await svc.keys.setTier(email, tier);
   return r.body.data.key;
 }
 

@@ -75,7 +75,7 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     const jwt = await idp.token('stdio-user', { email: 'stdio@example.com' });
     const k = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
     proKey = k.json().data.key;
-    await svc.accounts.setTierByEmail('stdio@example.com', 'pro');
+    await svc.keys.setTier('stdio@example.com', 'pro');
     const t = await svc.app.inject({
       method: 'POST',
       url: '/api/v1/thesis',
