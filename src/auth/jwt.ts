@@ -19,7 +19,8 @@ export const CLOCK_TOLERANCE_SEC = 5;
  * Verifies the JWTs of signed-in users (RFC 7519) with jose: signature against the identity
  * provider's JWKS, algorithm in JWT_ALGORITHMS, `iss` equal to `issuer`, `aud` containing
  * `audience`, `exp` required and in the future, `nbf` (when present) in the past, `sub`
- * required. Without `jwks`, the key set is found by OpenID Connect Discovery 1.0 at
+ * required (a non-empty string), with CLOCK_TOLERANCE_SEC of clock skew. Without `jwks`,
+ * the key set is found by OpenID Connect Discovery 1.0 at
  * `<issuer>/.well-known/openid-configuration` (whose `issuer` must equal the configured one)
  * on first use; a failed discovery is retried on the next call. jose refetches the JWKS on an
  * unknown `kid` (rate-limited), so key rotation needs no restart.
@@ -59,7 +60,8 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
           clockTolerance: CLOCK_TOLERANCE_SEC,
           requiredClaims: ['exp', 'sub'],
         });
-        return { sub: payload.sub!, email: typeof payload.email === 'string' ? payload.email : null };
+        if (typeof payload.sub !== 'string' || payload.sub === '') throw new AuthError('Invalid token subject');
+        return { sub: payload.sub, email: typeof payload.email === 'string' ? payload.email : null };
       } catch {
         throw new AuthError('Invalid or expired token');
       }

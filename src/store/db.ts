@@ -150,7 +150,8 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
     unlock = lockPglite(opts.pgliteDir);
   }
   try {
-    const client = new PGlite(opts.pgliteDir);
+    // The data is small: 16 MB of shared buffers instead of the default 128 MB saves memory.
+    const client = new PGlite(opts.pgliteDir, { postgresqlconf: 'shared_buffers = 16MB' });
     const db = drizzle({ client, schema });
     await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
     return {

@@ -10,8 +10,8 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 export interface TestIdp {
   issuer: string;
   audience: string;
-  /** Signs a JWT for `sub` with this IdP's key; `over` changes claims or header fields. */
-  token(sub: string, over?: { email?: string; iss?: string; aud?: string; exp?: number; nbf?: number; kid?: string; alg?: string }): Promise<string>;
+  /** Signs a JWT for `sub` with this IdP's key; `over` changes claims or header fields (`exp: null` leaves `exp` out). */
+  token(sub: string, over?: { email?: string; iss?: string; aud?: string; exp?: number | null; nbf?: number; kid?: string; alg?: string }): Promise<string>;
   publicJwk: JWK;
   close(): Promise<void>;
 }
@@ -44,8 +44,8 @@ export async function startTestIdp(audience = 'market-intel-api'): Promise<TestI
         .setSubject(sub)
         .setIssuer(over.iss ?? issuer)
         .setAudience(over.aud ?? audience)
-        .setIssuedAt()
-        .setExpirationTime(over.exp ?? now() + 600);
+        .setIssuedAt();
+      if (over.exp !== null) jwt.setExpirationTime(over.exp ?? now() + 600);
       if (over.nbf !== undefined) jwt.setNotBefore(over.nbf);
       return jwt.sign(privateKey);
     },

@@ -1,0 +1,331 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+import { after, before, test } from 'node:test';
+import { eq } from 'drizzle-orm';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
+import { AuthError, createJwtVerifier } from '../../src/auth/jwt.ts';
+import { createService, type Service } from '../../src/server.ts';
+import { authAccount, authUser } from '../../src/store/auth-schema.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+
+// The real service with its embedded identity provider (AUTH_ISSUER unset), in-memory PGlite,
+// listening on loopback: sign up -> sign in -> JWT -> API key -> data, over HTTP.
+
+let svc: Service;
+let base: string;
+const AUDIENCE = 'market-intel-api';
+const EMAIL = `Alice.${Date.now()}@Example.com`;
+const PASSWORD = 'correct horse battery staple';
+
+/** A free loopback port: the issuer (public URL) must be known before the app is built. */
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/**
+ * A JSON POST as the sign-in page makes it. Node's fetch sends `Sec-Fetch-Mode: cors` like a
+ * browser, so better-auth's CSRF check wants the page's Origin (curl sends neither: see the
+ * last test).
+ */
+async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', origin: base, ...headers }, body: JSON.stringify(body) });
+}
+
+/** A request as curl makes it (node:http: no Origin, no Sec-Fetch-* headers). */
+function curl(method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${base}${path}`, { method, headers: body ? { 'content-type': 'application/json', ...headers } : headers }, (res) => {
+      let data = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (data += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: data }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+before(async () => {
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  svc = await createService(testConfig({ PORT: String(port), HOST: '127.0.0.1' }), { publicUrl: base });
+  await svc.app.listen({ port, host: '127.0.0.1' });
+});
+
+after(async () => {
+  await svc?.stop();
+});
+
+let userId = '';
+let sessionToken = '';
+let signedSessionToken = '';
+let sessionCookie = '';
+let jwt = '';
+
+test('sign-up with email + password creates the account and a session', async () => {
+  const res = await post('/auth/sign-up/email', { name: 'Alice', email: EMAIL, password: PASSWORD });
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = (await res.json()) as { token: string; user: { id: string; email: string } };
+  assert.equal(body.user.email, EMAIL.toLowerCase());
+  assert.match(body.token, /^\S{20,}$/);
+  assert.ok(res.headers.get('set-auth-token'), 'bearer plugin exposes the session token');
+  assert.ok(res.headers.getSetCookie().some((c) => /session_token=/.test(c) && /HttpOnly/i.test(c)));
+  userId = body.user.id;
+
+  const again = await post('/auth/sign-up/email', { name: 'Alice', email: EMAIL, password: PASSWORD });
+  assert.ok(again.status >= 400 && again.status < 500, `a second sign-up with the same email is refused (got ${again.status})`);
+});
+
+test('sign-in with a wrong password is refused', async () => {
+  const res = await post('/auth/sign-in/email', { email: EMAIL, password: 'not the password' });
+  assert.equal(res.status, 401);
+  const body = (await res.json()) as Record<string, unknown>;
+  assert.equal(body.token, undefined);
+  assert.equal(res.headers.get('set-auth-token'), null);
+  assert.ok(!res.headers.getSetCookie().some((c) => /session_token=[^;]/.test(c)));
+});
+
+test('sign-in with the right password returns a session', async () => {
+  const res = await post('/auth/sign-in/email', { email: EMAIL.toUpperCase(), password: PASSWORD });
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = (await res.json()) as { token: string; user: { id: string } };
+  assert.equal(body.user.id, userId);
+  sessionToken = body.token;
+  signedSessionToken = res.headers.get('set-auth-token') ?? '';
+  assert.ok(signedSessionToken);
+  const cookie = res.headers.getSetCookie().find((c) => /session_token=/.test(c));
+  assert.ok(cookie);
+  sessionCookie = cookie.split(';')[0]!;
+});
+
+test('GET /auth/token turns the session into a 15-minute JWT for the API audience', async () => {
+  const res = await fetch(`${base}/auth/token`, { headers: { authorization: `Bearer ${signedSessionToken}` } });
+  assert.equal(res.status, 200);
+  jwt = ((await res.json()) as { token: string }).token;
+  const header = decodeProtectedHeader(jwt);
+  const claims = decodeJwt(jwt);
+  assert.equal(header.alg, 'ES256');
+  assert.ok(header.kid);
+  assert.equal(claims.iss, base);
+  assert.equal(claims.aud, AUDIENCE);
+  assert.equal(claims.sub, userId);
+  assert.equal(claims.email, EMAIL.toLowerCase());
+  assert.equal(claims.exp! - claims.iat!, 15 * 60);
+  assert.equal(claims.name, undefined, 'only the claims the API needs');
+
+  // The raw session token (bearer plugin) and the session cookie work too.
+  const raw = await fetch(`${base}/auth/token`, { headers: { authorization: `Bearer ${sessionToken}` } });
+  assert.equal(raw.status, 200);
+  const viaCookie = await fetch(`${base}/auth/token`, { headers: { cookie: sessionCookie } });
+  assert.equal(viaCookie.status, 200);
+  assert.equal(decodeJwt(((await viaCookie.json()) as { token: string }).token).sub, userId);
+  // get-session also hands out a JWT in set-auth-jwt.
+  const session = await fetch(`${base}/auth/get-session`, { headers: { cookie: sessionCookie } });
+  assert.equal(session.status, 200);
+  assert.equal(decodeJwt(session.headers.get('set-auth-jwt') ?? '').sub, userId);
+
+  // Without a session: no JWT.
+  const anon = await fetch(`${base}/auth/token`);
+  assert.equal(anon.status, 401);
+});
+
+test('the JWT creates an API key (201) and the key reads /api/v1/signals', async () => {
+  const res = await post('/api/v1/keys/create', { name: 'from-test' }, { authorization: `Bearer ${jwt}` });
+  assert.equal(res.status, 201, await res.clone().text());
+  const body = (await res.json()) as { status: string; data: { key: string; name: string; tier: string } };
+  assert.equal(body.status, 'ok');
+  assert.equal(body.data.name, 'from-test');
+  assert.equal(body.data.tier, 'free');
+  assert.match(body.data.key, /^svc_live_/);
+
+  const signals = await fetch(`${base}/api/v1/signals`, { headers: { authorization: `Bearer ${body.data.key}` } });
+  assert.equal(signals.status, 200);
+  assert.equal(signals.headers.get('x-service-tier') ?? 'free', 'free');
+
+  // The keys are the user's: listed with the same JWT.
+  const list = await fetch(`${base}/api/v1/keys`, { headers: { authorization: `Bearer ${jwt}` } });
+  assert.equal(list.status, 200);
+  assert.equal(((await list.json()) as { data: { keys: unknown[] } }).data.keys.length, 1);
+});
+
+test('key management refuses the session token, a tampered JWT and no credential', async () => {
+  for (const token of [sessionToken, signedSessionToken, `${jwt.slice(0, -4)}AAAA`]) {
+    const res = await post('/api/v1/keys/create', {}, { authorization: `Bearer ${token}` });
+    assert.equal(res.status, 401);
+  }
+  const none = await post('/api/v1/keys/create', {});
+  assert.equal(none.status, 401);
+});
+
+test('the password is stored as a scrypt hash, not in plain text', async () => {
+  const rows = await svc.database.db.select().from(authAccount).where(eq(authAccount.userId, userId));
+  assert.equal(rows.length, 1);
+  const row = rows[0]!;
+  assert.equal(row.providerId, 'credential');
+  assert.ok(row.password);
+  assert.ok(!row.password.includes(PASSWORD));
+  assert.match(row.password, /^[0-9a-f]{32}:[0-9a-f]{128}$/, 'salt:key (hex) as better-auth stores scrypt hashes');
+  const users = await svc.database.db.select().from(authUser).where(eq(authUser.id, userId));
+  assert.equal(users[0]?.email, EMAIL.toLowerCase());
+});
+
+test('discovery document and JWKS are served, and a verifier finds the keys by discovery', async () => {
+  const res = await fetch(`${base}/.well-known/openid-configuration`);
+  assert.equal(res.status, 200);
+  const doc = (await res.json()) as { issuer: string; jwks_uri: string };
+  assert.equal(doc.issuer, base);
+  assert.equal(doc.jwks_uri, `${base}/auth/jwks`);
+
+  const jwksRes = await fetch(doc.jwks_uri);
+  assert.equal(jwksRes.status, 200);
+  const jwks = (await jwksRes.json()) as { keys: Array<Record<string, unknown>> };
+  const kid = decodeProtectedHeader(jwt).kid;
+  const key = jwks.keys.find((k) => k.kid === kid);
+  assert.ok(key, 'the signing key is published');
+  assert.equal(key.d, undefined, 'no private part');
+
+  const verifier = createJwtVerifier({ issuer: base, audience: AUDIENCE });
+  assert.deepEqual(await verifier.verify(jwt), { sub: userId, email: EMAIL.toLowerCase() });
+  await assert.rejects(createJwtVerifier({ issuer: base, audience: 'another-api' }).verify(jwt), AuthError);
+});
+
+test('pages: /signin is served with a strict CSP; auth routes stay out of the OpenAPI document', async () => {
+  const res = await fetch(`${base}/signin`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type') ?? '', /text\/html/);
+  assert.match(res.headers.get('content-security-policy') ?? '', /default-src 'none'; script-src 'sha256-/);
+  const html = await res.text();
+  for (const used of ["'sign-in'", "'sign-up'", "'/auth/token'", '/api/v1/keys/create']) assert.ok(html.includes(used), used);
+  assert.doesNotMatch(html, /(src|href)=["']?(https?:)?\/\//i, 'no external resources');
+  // The inline script parses, and the CSP pins exactly it (as a browser hashes it).
+  const script = /<script>([\s\S]*)<\/script>/.exec(html)?.[1] ?? '';
+  assert.doesNotThrow(() => new Function(script));
+  const hash = createHash('sha256').update(script, 'utf8').digest('base64');
+  assert.ok(res.headers.get('content-security-policy')!.includes(`'sha256-${hash}'`));
+
+  const spec = (await (await fetch(`${base}/api/v1/openapi.json`)).json()) as { paths: Record<string, unknown> };
+  assert.ok(!Object.keys(spec.paths).some((p) => p.startsWith('/auth') || p === '/signin' || p.startsWith('/.well-known')));
+});
+
+test('sign-out ends the session: no more JWTs from it', async () => {
+  const res = await fetch(`${base}/auth/sign-out`, { method: 'POST', headers: { cookie: sessionCookie, origin: base } });
+  assert.equal(res.status, 200, await res.clone().text());
+  const after = await fetch(`${base}/auth/token`, { headers: { cookie: sessionCookie } });
+  assert.equal(after.status, 401);
+});
+
+test('a cookie-carrying POST from a foreign origin is refused (CSRF)', async () => {
+  const res = await post('/auth/sign-in/email', { email: EMAIL, password: PASSWORD }, { cookie: sessionCookie, origin: 'http://evil.example' });
+  assert.equal(res.status, 403);
+});
+
+test('the page also works from the loopback alias of the public origin (localhost vs 127.0.0.1)', async () => {
+  const browser = (origin: string) =>
+    svc.app.inject({
+      method: 'POST',
+      url: '/auth/sign-in/email',
+      headers: { origin, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors' },
+      payload: { email: EMAIL, password: PASSWORD },
+      remoteAddress: '10.20.30.40',
+    });
+  assert.equal((await browser(base.replace('127.0.0.1', 'localhost'))).statusCode, 200);
+  assert.equal((await browser('http://localhost:1')).statusCode, 403, 'another port is another origin');
+});
+
+test('repeated sign-in attempts from one address are rate limited', async () => {
+  const statuses: number[] = [];
+  for (let i = 0; i < 5; i++) statuses.push((await post('/auth/sign-in/email', { email: EMAIL, password: `wrong-${i}-password` })).status);
+  assert.ok(statuses.includes(429), `expected a 429 among ${statuses.join(',')}`);
+  assert.ok(statuses.every((s) => s === 401 || s === 429 || s === 403));
+});
+
+test('the README flow with curl: sign up, JWT from the session token, create a key', async () => {
+  const email = `bob.${Date.now()}@example.com`;
+  const password = 'another long passphrase';
+  const up = await curl('POST', '/auth/sign-up/email', {}, JSON.stringify({ name: 'Bob', email, password }));
+  assert.equal(up.status, 200, up.body);
+  const session = (JSON.parse(up.body) as { token: string }).token;
+  const tok = await curl('GET', '/auth/token', { authorization: `Bearer ${session}` });
+  assert.equal(tok.status, 200, tok.body);
+  const bobJwt = (JSON.parse(tok.body) as { token: string }).token;
+  const key = await curl('POST', '/api/v1/keys/create', { authorization: `Bearer ${bobJwt}` }, JSON.stringify({ name: 'cli' }));
+  assert.equal(key.status, 201, key.body);
+  const apiKey = (JSON.parse(key.body) as { data: { key: string } }).data.key;
+  const signals = await curl('GET', '/api/v1/signals', { authorization: `Bearer ${apiKey}` });
+  assert.equal(signals.status, 200);
+});
+
+test('a changed secret retires the undecryptable signing key: new tokens get a new key, old ones still verify', async () => {
+  const { default: Fastify } = await import('fastify');
+  const { openDatabase } = await import('../../src/store/db.ts');
+  const { registerIdentityProvider } = await import('../../src/auth/identity.ts');
+  const database = await openDatabase({ pgliteDir: 'memory://' });
+  const issuer = 'http://idp.test';
+  const apps: Array<Awaited<ReturnType<typeof Fastify>>> = [];
+  try {
+    const start = async (secret: string) => {
+      const app = Fastify();
+      apps.push(app);
+      const idp = await registerIdentityProvider(app, { db: database.db, baseUrl: issuer, secret, audience: AUDIENCE });
+      await app.ready();
+      return { app, idp };
+    };
+    const tokenFor = async (app: (typeof apps)[number], path: string, body: unknown): Promise<string> => {
+      const signed = await app.inject({ method: 'POST', url: path, payload: body as object, remoteAddress: '10.9.8.7' });
+      assert.equal(signed.statusCode, 200, signed.body);
+      const res = await app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${(signed.json() as { token: string }).token}` }, remoteAddress: '10.9.8.7' });
+      assert.equal(res.statusCode, 200, res.body);
+      return (res.json() as { token: string }).token;
+    };
+    const creds = { email: 'carol@example.com', password: 'carol password 1' };
+
+    const first = await start('a'.repeat(40));
+    const jwt1 = await tokenFor(first.app, '/auth/sign-up/email', { name: 'Carol', ...creds });
+
+    const second = await start('b'.repeat(40)); // e.g. a restart with a new generated secret
+    const verifier = createJwtVerifier({ issuer, audience: AUDIENCE, jwks: second.idp.jwks });
+    assert.equal((await verifier.verify(jwt1)).email, creds.email, 'the old key stays published');
+    const jwt2 = await tokenFor(second.app, '/auth/sign-in/email', creds);
+    assert.notEqual(decodeProtectedHeader(jwt2).kid, decodeProtectedHeader(jwt1).kid, 'signed with a new key');
+    // The verifier had loaded the key set before the new key existed: it reloads on the unknown kid.
+    assert.equal((await verifier.verify(jwt2)).email, creds.email);
+  } finally {
+    for (const app of apps) await app.close();
+    await database.close();
+  }
+});
+
+test('on PostgreSQL: sign up, JWT, key, and the password hash at rest', async (t) => {
+  if (!(await postgresAvailable())) return void t.skip(PG_SKIP);
+  const tmp = await createTempPgDatabase();
+  let pgSvc: Service | null = null;
+  try {
+    const url = 'http://pg.idp.test';
+    pgSvc = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'p'.repeat(40) }), { publicUrl: url });
+    const app = pgSvc.app;
+    const email = 'dave@example.com';
+    const password = 'dave password 123';
+    const up = await app.inject({ method: 'POST', url: '/auth/sign-up/email', payload: { name: 'Dave', email, password }, remoteAddress: '10.1.2.3' });
+    assert.equal(up.statusCode, 200, up.body);
+    const bad = await app.inject({ method: 'POST', url: '/auth/sign-in/email', payload: { email, password: 'wrong password!' }, remoteAddress: '10.1.2.3' });
+    assert.equal(bad.statusCode, 401);
+    const tok = await app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${(up.json() as { token: string }).token}` } });
+    assert.equal(tok.statusCode, 200, tok.body);
+    const pgJwt = (tok.json() as { token: string }).token;
+    assert.equal(decodeJwt(pgJwt).iss, url);
+    const key = await app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${pgJwt}` }, payload: { name: 'pg' } });
+    assert.equal(key.statusCode, 201, key.body);
+    const sub = decodeJwt(pgJwt).sub!;
+    const [row] = await pgSvc.database.db.select().from(authAccount).where(eq(authAccount.userId, sub));
+    assert.match(row?.password ?? '', /^[0-9a-f]{32}:[0-9a-f]{128}$/);
+  } finally {
+    await pgSvc?.stop();
+    await tmp.drop();
+  }
+});

@@ -1,0 +1,149 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { base64url, createLocalJWKSet, exportJWK, exportSPKI, generateKeyPair, importJWK, SignJWT } from 'jose';
+import { AuthError, createJwtVerifier } from '../../src/auth/jwt.ts';
+import type { JwtCheck } from '../../src/http/guard.ts';
+import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
+
+// createJwtVerifier against a loopback OIDC-style IdP (discovery + JWKS, RS256): what it
+// accepts, and every way a token must be refused.
+
+let idp: TestIdp;
+let other: TestIdp;
+let verifier: JwtCheck;
+const now = () => Math.floor(Date.now() / 1000);
+
+before(async () => {
+  idp = await startTestIdp();
+  other = await startTestIdp(); // another key pair, same kid
+  verifier = createJwtVerifier({ issuer: idp.issuer, audience: idp.audience });
+});
+
+after(async () => {
+  await idp?.close();
+  await other?.close();
+});
+
+/** Asserts `token` is refused with an AuthError whose message does not leak the token. */
+async function refused(token: string, v: JwtCheck = verifier): Promise<void> {
+  await assert.rejects(v.verify(token), (err: unknown) => {
+    assert.ok(err instanceof AuthError, `expected AuthError, got ${String(err)}`);
+    if (token.length > 0) assert.ok(!err.message.includes(token) && !err.message.includes(token.split('.')[1] || token), 'the message never contains the token');
+    return true;
+  });
+}
+
+function encode(obj: unknown): string {
+  return base64url.encode(JSON.stringify(obj));
+}
+
+function claims(sub = 'user-1'): Record<string, unknown> {
+  return { sub, email: `${sub}@example.com`, iss: idp.issuer, aud: idp.audience, iat: now(), exp: now() + 600 };
+}
+
+test('accepts a valid token found by discovery and returns sub and email', async () => {
+  assert.deepEqual(await verifier.verify(await idp.token('user-1')), { sub: 'user-1', email: 'user-1@example.com' });
+  // exp within the 5 s clock tolerance still passes
+  assert.equal((await verifier.verify(await idp.token('user-2', { exp: now() - 2 }))).sub, 'user-2');
+});
+
+test('refuses a wrong issuer', async () => {
+  await refused(await idp.token('u', { iss: 'https://evil.example' }));
+  await refused(await idp.token('u', { iss: `${idp.issuer}/` }));
+});
+
+test('refuses a wrong audience', async () => {
+  await refused(await idp.token('u', { aud: 'another-api' }));
+});
+
+test('refuses an expired token', async () => {
+  await refused(await idp.token('u', { exp: now() - 60 }));
+});
+
+test('refuses a token not valid yet (nbf in the future)', async () => {
+  await refused(await idp.token('u', { nbf: now() + 60 }));
+});
+
+test('refuses a token without exp', async () => {
+  await refused(await idp.token('u', { exp: null }));
+});
+
+test('refuses alg none (unsigned)', async () => {
+  await refused(`${encode({ alg: 'none', typ: 'JWT' })}.${encode(claims())}.`);
+  await refused(`${encode({ alg: 'none', kid: 'test-key-1' })}.${encode(claims())}.`);
+});
+
+test('refuses HS256 signed with the public key as the HMAC secret (algorithm confusion)', async () => {
+  const pem = await exportSPKI((await importJWK(idp.publicJwk, 'RS256', { extractable: true })) as CryptoKey);
+  for (const secret of [pem, JSON.stringify(idp.publicJwk), idp.publicJwk.n!]) {
+    const token = await new SignJWT(claims()).setProtectedHeader({ alg: 'HS256', kid: 'test-key-1' }).sign(new TextEncoder().encode(secret));
+    await refused(token);
+  }
+});
+
+test('refuses an unknown kid', async () => {
+  await refused(await idp.token('u', { kid: 'unknown-key' }));
+});
+
+test('refuses a token signed by another key under the same kid', async () => {
+  await refused(await other.token('u', { iss: idp.issuer }));
+});
+
+test('refuses a tampered payload (signature no longer matches)', async () => {
+  const [h, , s] = (await idp.token('user-1')).split('.');
+  await refused(`${h}.${encode({ ...claims('admin'), email: 'admin@example.com' })}.${s}`);
+  // and garbage
+  await refused('not-a-jwt');
+  await refused('');
+});
+
+test('refuses tokens whose sub is missing or not a string', async () => {
+  // The test IdP always sets a string sub: use a local key set to sign the odd cases.
+  const pair = await generateKeyPair('ES256');
+  const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k', alg: 'ES256' };
+  const v = createJwtVerifier({ issuer: 'https://issuer.test', audience: 'api', jwks: createLocalJWKSet({ keys: [jwk] }) });
+  const sign = (payload: Record<string, unknown>) =>
+    new SignJWT(payload).setProtectedHeader({ alg: 'ES256', kid: 'k' }).setIssuer('https://issuer.test').setAudience('api').setExpirationTime('5m').sign(pair.privateKey);
+  assert.equal((await v.verify(await sign({ sub: 'ok' }))).email, null);
+  await refused(await sign({}), v);
+  await refused(await sign({ sub: 42 }), v);
+  await refused(await sign({ sub: '' }), v);
+});
+
+test('refuses everything when discovery fails or the discovered issuer differs', async () => {
+  // Discovery document announces a different issuer than configured (trailing slash).
+  await refused(await idp.token('u'), createJwtVerifier({ issuer: `${idp.issuer}/`, audience: idp.audience }));
+  // Unreachable issuer.
+  const dead = createJwtVerifier({ issuer: 'http://127.0.0.1:9', audience: idp.audience });
+  await refused(await idp.token('u'), dead);
+  await refused(await idp.token('u'), dead);
+});
+
+test('a failed discovery is retried on the next call', async () => {
+  // An issuer whose discovery answers 503 once, then a document pointing at the test IdP's JWKS.
+  let calls = 0;
+  const server = http.createServer((req, res) => {
+    calls++;
+    if (calls === 1) {
+      res.statusCode = 503;
+      res.end();
+      return;
+    }
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ issuer, jwks_uri: `${idp.issuer}/jwks` }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  try {
+    const v = createJwtVerifier({ issuer, audience: idp.audience });
+    const token = await idp.token('user-9', { iss: issuer });
+    await refused(token, v);
+    assert.equal((await v.verify(token)).sub, 'user-9');
+    assert.equal((await v.verify(token)).sub, 'user-9');
+    assert.equal(calls, 2, 'discovery is cached once it succeeded');
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
