@@ -11,6 +11,7 @@
 // Load comes from autocannon on loopback; each server is its own process.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -28,18 +29,43 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
-function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; port: number }> {
+/** A free loopback port (the OS picks it; released before the server binds it). */
+function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT_DIR, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-    let buf = '';
-    proc.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const m = /LISTENING (\d+)/.exec(buf) ?? /"port":(\d+)/.exec(buf) ?? /listening at http:\/\/127\.0\.0\.1:(\d+)/i.exec(buf);
-      if (m) resolve({ proc, port: Number(m[1]) });
-      if (buf.length > 1e6) buf = buf.slice(-1000);
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
     });
-    proc.on('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
+    srv.on('error', reject);
   });
+}
+
+/**
+ * Starts `node --import tsx <args>` with PORT set to a free port (the bare servers take it as
+ * their last argument) and waits until it answers on that port.
+ */
+async function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; port: number }> {
+  const port = await freePort();
+  const argv = args.map((a) => (a === '0' ? String(port) : a));
+  const proc = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []), '--import', 'tsx', ...argv], {
+    cwd: ROOT_DIR,
+    env: { ...process.env, ...env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  let exited = false;
+  proc.on('exit', () => (exited = true));
+  for (let i = 0; i < 600; i++) {
+    if (exited) throw new Error(`${args.join(' ')} exited with ${proc.exitCode}`);
+    try {
+      await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1000) });
+      return { proc, port };
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  proc.kill('SIGKILL');
+  throw new Error(`${args.join(' ')} did not listen on ${port} within 60 s`);
 }
 
 function peakRssMb(pid: number): number {

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import type { Config } from './config.ts';
+import { ConfigError, type Config } from './config.ts';
 import { createJwtVerifier } from './auth/jwt.ts';
 import type { Tier } from './auth/tiers.ts';
 import { buildApp } from './http/app.ts';
@@ -39,10 +39,12 @@ export interface Service {
  */
 function authSecret(config: Config): string {
   if (config.AUTH_SECRET) return config.AUTH_SECRET;
-  if (config.DATABASE_URL || config.PGLITE_DIR.startsWith('memory://')) {
-    // With PostgreSQL and no AUTH_SECRET, sessions do not survive a restart (JWTs still verify via the stored JWKS).
-    return randomBytes(32).toString('base64url');
+  if (config.DATABASE_URL) {
+    // The JWT signing key and sessions are encrypted with the secret and stored in the shared
+    // database: a secret generated per start would orphan them, and instances must agree.
+    throw new ConfigError('AUTH_SECRET: required (>= 32 characters) when DATABASE_URL is set and the embedded identity provider is used (AUTH_ISSUER unset)');
   }
+  if (config.PGLITE_DIR.startsWith('memory://')) return randomBytes(32).toString('base64url');
   const file = path.join(path.dirname(config.PGLITE_DIR), 'auth-secret');
   if (existsSync(file)) return readFileSync(file, 'utf8').trim();
   mkdirSync(path.dirname(file), { recursive: true });
@@ -86,6 +88,7 @@ function connectRedis(url: string, log: (msg: string, err?: unknown) => void): R
  * issuer), API keys, rate limits (memory or Redis) and the HTTP app (not listening).
  */
 export async function createService(config: Config, opts: { logStream?: NodeJS.WritableStream; publicUrl?: string } = {}): Promise<Service> {
+  const secret = config.AUTH_ISSUER ? null : authSecret(config);
   const database = await openDatabase({ databaseUrl: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR });
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
@@ -130,7 +133,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       extra: async (a) => {
         if (!config.AUTH_ISSUER) {
           const { registerIdentityProvider } = await import('./auth/identity.ts');
-          const idp = await registerIdentityProvider(a, { db: database.db, baseUrl: publicUrl, secret: authSecret(config), audience: config.AUTH_AUDIENCE });
+          const idp = await registerIdentityProvider(a, { db: database.db, baseUrl: publicUrl, secret: secret!, audience: config.AUTH_AUDIENCE });
           jwt = createJwtVerifier({ issuer: idp.issuer, audience: idp.audience, jwks: idp.jwks });
         }
       },

@@ -50,11 +50,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger: {
       level: deps.config.LOG_LEVEL,
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', '*.key', '*.password', '*.token'], censor: '[redacted]' },
+      // Request headers are never logged (see the onResponse hook); this guards any future
+      // `req`/`headers` log field. No wildcard paths: they cost on every line.
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'], censor: '[redacted]' },
       ...(deps.logStream ? { stream: deps.logStream } : {}),
     },
     genReqId: () => randomUUID(),
-    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: false }),
+    // One access-log line per request (onResponse below) instead of Fastify's two.
+    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     trustProxy: trustProxy(deps.config.TRUST_PROXY),
   }).withTypeProvider<ZodTypeProvider>();
 
@@ -65,6 +68,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('X-Request-Id', req.id);
+  });
+  // Access log: method, path (no query string, which could carry secrets), status, time, tier.
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info(
+      { method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, tier: req.caller?.tier, ip: req.ip },
+      'request completed',
+    );
   });
 
   app.setErrorHandler((err: FastifyError, req, reply) => {

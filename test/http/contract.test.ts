@@ -273,7 +273,7 @@ describe('errors, docs and probes', () => {
     assert.equal(res.statusCode, 200);
     assert.match(res.body, /swagger-ui/i);
     assert.doesNotMatch(res.body, /https?:\/\/(?!localhost)[a-z0-9.-]+\/.*\.(js|css)/i);
-    const init = await app.inject({ method: 'GET', url: '/docs/swagger-initializer.js' });
+    const init = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
     assert.equal(init.statusCode, 200);
   });
 
