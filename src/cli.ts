@@ -6,7 +6,6 @@ import { PLAN_TIERS } from './auth/tiers.ts';
 import { DatabaseInUseError, openDatabase } from './store/db.ts';
 import { ServiceError } from './http/errors.ts';
 import { AccountRepo } from './store/account-repo.ts';
-import { KEY_EVENT_ALL, KEY_EVENTS_CHANNEL } from './services/keys.ts';
 
 const USAGE = `Usage: npm run cli -- <command> [options]
 
@@ -93,8 +92,6 @@ async function main(): Promise<void> {
     const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
     try {
       const n = await new AccountRepo(db.db).setTierByEmail(email, tier);
-      // Running instances sharing PostgreSQL drop their cached keys and see the new tier at once.
-      await db.notify(KEY_EVENTS_CHANNEL, KEY_EVENT_ALL);
       if (n === 0) {
         process.stderr.write(`No user with email ${email} (a user appears after their first key creation or thesis).\n`);
         process.exitCode = 1;

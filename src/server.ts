@@ -92,7 +92,6 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
   const database = await openDatabase({ databaseUrl: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR });
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
-  let keysRef: KeyService | null = null;
   try {
     const provider = new DatasetProvider(config.DATA_DIR);
     const market = await MarketService.create(provider, new HistoryRepo(database.db), config.AS_OF);
@@ -102,9 +101,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
     usage = new UsageTracker(accounts, config.USAGE_FLUSH_MS, (e) => logger?.error({ err: e }, 'usage flush failed; will retry'));
     redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
     const limiter = new TierRateLimiter(redis);
-    const keys = new KeyService(accounts, usage, database);
-    keysRef = keys;
-    await keys.start();
+    const keys = new KeyService(accounts, usage, database.kind === 'pglite');
     const theses = new ThesisService(accounts, market);
 
     const publicUrl = (opts.publicUrl ?? config.PUBLIC_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
@@ -162,14 +159,12 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       async stop() {
         await app.close();
         await u.stop();
-        await keys.stop();
         r?.disconnect();
         await database.close();
       },
     };
   } catch (err) {
     await usage?.stop().catch(() => {});
-    await keysRef?.stop().catch(() => {});
     redis?.disconnect();
     await database.close().catch(() => {});
     throw err;

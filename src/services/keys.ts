@@ -3,7 +3,6 @@ import type { PlanTier, Tier } from '../auth/tiers.ts';
 import { ServiceError } from '../http/errors.ts';
 import type { AccountRepo, KeyRow } from '../store/account-repo.ts';
 import type { UsageTracker } from './usage.ts';
-import type { Database } from '../store/db.ts';
 
 /** At most this many active keys per user (service-spec.md "Limits"). */
 export const MAX_ACTIVE_KEYS = 5;
@@ -37,14 +36,6 @@ function iso(ts: string | null): string | null {
   return ts === null ? null : new Date(ts).toISOString();
 }
 
-/** Channel on which key revocations and tier changes are announced to every instance. */
-export const KEY_EVENTS_CHANNEL = 'market_intel_keys';
-/** Payload of a tier change (or anything else that invalidates every cached key). */
-export const KEY_EVENT_ALL = 'all';
-
-/** How the key service hears about revocations and tier changes made by other processes. */
-export type KeyEventBus = Pick<Database, 'notify' | 'listen'>;
-
 /** Cached look-ups of active keys: at most this many, each trusted for at most this long. */
 export const KEY_CACHE_MAX = 10_000;
 export const KEY_CACHE_TTL_MS = 60_000;
@@ -52,50 +43,26 @@ export const KEY_CACHE_TTL_MS = 60_000;
 /**
  * Self-service API keys: create (shown once), list, revoke, and resolve a presented key.
  *
- * Resolving a key would cost a database round trip per request, so active keys are cached in
- * memory (by SHA-256 digest; at most KEY_CACHE_MAX for KEY_CACHE_TTL_MS). A revocation or
- * tier change is announced on KEY_EVENTS_CHANNEL (PostgreSQL NOTIFY, so every instance
- * sharing the database evicts at once); while that subscription is down the cache is
- * bypassed, and it is emptied when the subscription comes back.
+ * Resolving a key costs a database query. With the embedded PGlite database only this
+ * process can open the database, so every revocation and tier change passes through here:
+ * active keys are then cached in memory (by SHA-256 digest; at most KEY_CACHE_MAX, each for
+ * at most KEY_CACHE_TTL_MS) and evicted synchronously. With PostgreSQL, other instances can
+ * revoke a key at any time and a revoked key must be refused on the next request everywhere,
+ * so every request is looked up (one indexed query).
  */
 export class KeyService {
   readonly #cache = new Map<string, { caller: KeyCaller; at: number }>();
-  #trusted = false;
   /** Bumped by every eviction, so a look-up that raced with one is not cached. */
   #generation = 0;
-  #unsubscribe: (() => Promise<void>) | null = null;
 
-  constructor(private readonly repo: AccountRepo, private readonly usage: UsageTracker, private readonly bus: KeyEventBus | null = null) {}
+  /** @param cache true only when this process is the database's only user (PGlite). */
+  constructor(private readonly repo: AccountRepo, private readonly usage: UsageTracker, private readonly cache = false) {}
 
-  /** Subscribes to key events; without a bus (or before this) nothing is cached. */
-  async start(): Promise<void> {
-    if (!this.bus || this.#unsubscribe) return;
-    this.#unsubscribe = await this.bus.listen(
-      KEY_EVENTS_CHANNEL,
-      (payload) => this.#evict(payload),
-      (up) => {
-        this.#generation++;
-        this.#cache.clear();
-        this.#trusted = up;
-      },
-    );
-  }
-
-  /** Ends the subscription. */
-  async stop(): Promise<void> {
-    this.#trusted = false;
-    this.#cache.clear();
-    await this.#unsubscribe?.();
-    this.#unsubscribe = null;
-  }
-
-  #evict(payload: string): void {
+  /** Drops the cached look-ups of one key, or all of them. */
+  #evict(keyId: string | 'all'): void {
     this.#generation++;
-    if (payload === KEY_EVENT_ALL) return this.#cache.clear();
-    const [kind, id] = payload.split(':');
-    for (const [hash, e] of this.#cache) {
-      if ((kind === 'key' && e.caller.keyId === id) || (kind === 'user' && e.caller.userId === id)) this.#cache.delete(hash);
-    }
+    if (keyId === 'all') return this.#cache.clear();
+    for (const [hash, e] of this.#cache) if (e.caller.keyId === keyId) this.#cache.delete(hash);
   }
 
   /**
@@ -143,8 +110,7 @@ export class KeyService {
   async revoke(user: UserIdentity, keyId: string): Promise<{ id: string; status: 'revoked'; revoked_at: string }> {
     const row = await this.repo.revokeKey(user.userId, keyId);
     if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
-    this.#evict(`key:${row.id}`);
-    await this.bus?.notify(KEY_EVENTS_CHANNEL, `key:${row.id}`);
+    this.#evict(row.id);
     return { id: row.id, status: 'revoked', revoked_at: iso(row.revokedAt)! };
   }
 
@@ -155,8 +121,7 @@ export class KeyService {
    */
   async setTier(email: string, tier: PlanTier): Promise<number> {
     const n = await this.repo.setTierByEmail(email, tier);
-    this.#evict(KEY_EVENT_ALL);
-    await this.bus?.notify(KEY_EVENTS_CHANNEL, KEY_EVENT_ALL);
+    this.#evict('all');
     return n;
   }
 
@@ -169,14 +134,14 @@ export class KeyService {
     if (bad) throw new ServiceError('UNAUTHORIZED', bad === 'malformed' ? 'Malformed API key' : 'Invalid API key (checksum mismatch)', { reason: bad });
     const hash = hashKey(key);
     const now = Date.now();
-    const hit = this.#trusted ? this.#cache.get(hash) : undefined;
+    const hit = this.cache ? this.#cache.get(hash) : undefined;
     if (hit && now - hit.at < KEY_CACHE_TTL_MS) return hit.caller;
     const generation = this.#generation;
     const found = await this.repo.findKey(hash);
     if (!found) throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'unknown' });
     if (found.status !== 'active') throw new ServiceError('UNAUTHORIZED', 'This API key has been revoked', { reason: 'revoked' });
     const caller: KeyCaller = { keyId: found.keyId, userId: found.userId, tier: found.tier as Tier };
-    if (this.#trusted && generation === this.#generation) {
+    if (this.cache && generation === this.#generation) {
       this.#cache.delete(hash);
       if (this.#cache.size >= KEY_CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value!);
       this.#cache.set(hash, { caller, at: now });
