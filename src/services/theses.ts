@@ -165,7 +165,8 @@ export class ThesisService {
       target_price: r.targetPrice,
       stop_price: r.stopPrice,
       horizon_days: r.horizonDays,
-      conditions: r.conditions as ThesisCondition[],
+      // jsonb does not keep key order: rebuild each condition in the documented order.
+      conditions: (r.conditions as ThesisCondition[]).map((c) => ({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind })),
       created_at: iso(r.createdAt),
       updated_at: iso(r.updatedAt),
     };
