@@ -1,18 +1,11 @@
 import { and, desc, eq, gte, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { backfillState, signalHistory, signalSnapshots } from './schema.ts';
+import type { SignalChange } from '../engine/signal.ts';
 import type { Factor, SignalLevel } from '../engine/types.ts';
 
-/** One stored signal change (see `signal_history`). */
-export interface StoredChange {
-  changed_at: string;
-  signal: SignalLevel;
-  previous_signal: SignalLevel | null;
-  score: number;
-  confidence: number;
-  price_usd: number;
-  factors: Factor[];
-}
+/** One stored signal change (see `signal_history`): the engine's change, as computed that day. */
+export type StoredChange = SignalChange;
 
 /** Rows per INSERT statement during a backfill (keeps statements well under parameter limits). */
 const BATCH = 500;
