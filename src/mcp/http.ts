@@ -110,6 +110,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       served: () => {
         if (caller.kind === 'key') deps.usage.record(caller.keyId);
       },
+      logError: (err, tool) => req.log.error({ err, tool }, 'MCP tool failed'),
     });
     return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.limiter.peek(caller.subject, caller.tier))));
   });

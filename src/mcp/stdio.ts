@@ -39,6 +39,7 @@ export async function runStdio(config: Config, apiKey: string | undefined): Prom
     served: () => {
       if (caller.kind === 'key') svc.usage.record(caller.keyId);
     },
+    logError: (err, tool) => svc.app.log.error({ err, tool }, 'MCP tool failed'),
   });
   const transport = new StdioServerTransport();
   let closing = false;

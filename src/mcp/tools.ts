@@ -43,6 +43,8 @@ export interface ToolContext {
   consume(): Promise<LimitDecision>;
   /** Records a served call for the key's usage counters. */
   served?(): void;
+  /** Logs an unexpected failure (its message is not shown to the client). */
+  logError?(err: unknown, tool: string): void;
 }
 
 /**
@@ -115,6 +117,7 @@ const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: 
  */
 async function run<T extends object>(
   ctx: ToolContext,
+  tool: ToolName,
   gate: { needsKey?: boolean; tiers?: readonly Tier[] },
   fn: () => T | Promise<T>,
   text: (d: T) => string,
@@ -142,8 +145,22 @@ async function run<T extends object>(
     return { structuredContent: data as Record<string, unknown>, content: [{ type: 'text', text: text(data) }] };
   } catch (e) {
     if (e instanceof ServiceError) return failure(e.code, e.message, e.details);
-    throw e;
+    ctx.logError?.(e, tool);
+    return failure('INTERNAL_ERROR', 'Internal error');
   }
+}
+
+/**
+ * Errors the SDK raises itself before or after a tool runs (unknown tool, arguments that fail
+ * the input schema, output that fails the output schema) become results in the same format
+ * as ours: arguments -> INVALID_PARAMETER with the SDK's message (it names the field),
+ * unknown tool -> NOT_FOUND, anything else -> INTERNAL_ERROR without internals.
+ */
+function sdkToolError(message: string): CallToolResult {
+  const text = message.replace(/^MCP error -?\d+: /, '');
+  if (text.startsWith('Input validation error')) return failure('INVALID_PARAMETER', text);
+  if (/^Tool \S+ not found$/.test(text)) return failure('NOT_FOUND', text);
+  return failure('INTERNAL_ERROR', 'Internal error');
 }
 
 const AssetArg = z.string().min(1).max(64).describe('Asset id (e.g. "bitcoin") or ticker ("BTC"), any case; see get_assets');
@@ -160,6 +177,12 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       'Crypto market intelligence computed from daily market data: five-level trading signals with the factors behind them, the BTC market regime, on-chain health of Ethereum, Solana and Hyperliquid, signal-change history and thesis health. All tools are read-only. Data is daily; `as_of` says which day.',
   });
   const { market, theses } = ctx;
+  // createToolError is private in the SDK's types; it formats every error the SDK catches.
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => {
+    const r = sdkToolError(message);
+    if (r.content[0]?.type === 'text' && r.content[0].text.includes('"INTERNAL_ERROR"')) ctx.logError?.(new Error(message), 'sdk');
+    return r;
+  };
 
   server.registerTool(
     'get_signals',
@@ -177,6 +200,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
     async ({ asset, include_factors }) =>
       run<SignalsData | SignalEntry>(
         ctx,
+        'get_signals',
         {},
         () => (asset === undefined ? market.signals(include_factors).value : market.signal(asset, include_factors).value),
         summary.signals,
@@ -193,7 +217,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       outputSchema: RegimeDataSchema,
       annotations: READ_ONLY,
     },
-    async () => run(ctx, {}, () => market.regime().value, summary.regime),
+    async () => run(ctx, 'get_market_regime', {}, () => market.regime().value, summary.regime),
   );
 
   server.registerTool(
@@ -209,6 +233,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
     async ({ chain }) =>
       run<{ chains: ChainHealthData[] } | ChainHealthData>(
         ctx,
+        'get_chain_health',
         {},
         () => (chain === undefined ? market.chainHealth().value : market.chainHealthOf(chain).value),
         (d) => ('chains' in d ? d.chains.map(summary.health).join('\n') : summary.health(d)),
@@ -227,7 +252,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
     },
     async ({ thesis_id }) => {
       const c = ctx.caller;
-      return run(ctx, { needsKey: true }, () => theses.health(c.kind === 'anonymous' ? '' : c.userId, thesis_id), summary.thesis);
+      return run(ctx, 'get_thesis_health', { needsKey: true }, () => theses.health(c.kind === 'anonymous' ? '' : c.userId, thesis_id), summary.thesis);
     },
   );
 
@@ -241,7 +266,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       outputSchema: AssetsDataSchema,
       annotations: READ_ONLY,
     },
-    async () => run(ctx, {}, () => market.assets().value, summary.assets),
+    async () => run(ctx, 'get_assets', {}, () => market.assets().value, summary.assets),
   );
 
   server.registerTool(
@@ -258,7 +283,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       outputSchema: HistoryDataSchema,
       annotations: READ_ONLY,
     },
-    async ({ asset, days, limit }) => run(ctx, { tiers: HISTORY_TIERS }, async () => (await market.signalHistory(asset, days, limit)).value, summary.history),
+    async ({ asset, days, limit }) => run(ctx, 'get_signal_history', { tiers: HISTORY_TIERS }, async () => (await market.signalHistory(asset, days, limit)).value, summary.history),
   );
 
   return server;

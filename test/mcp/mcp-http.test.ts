@@ -146,8 +146,12 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const c = await connect(keys.api);
     assert.equal(toolError((await c.callTool({ name: 'get_signals', arguments: { asset: 'xyz' } })) as CallToolResult).code, 'NOT_FOUND');
     assert.equal(toolError((await c.callTool({ name: 'get_chain_health', arguments: { chain: 'btc' } })) as CallToolResult).code, 'NOT_FOUND');
-    const bad = (await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days: 0 } })) as CallToolResult;
-    assert.equal(bad.isError, true, 'days=0 is refused, not clamped');
+    // Arguments outside the REST bounds are refused (not clamped) with the REST code, naming the field.
+    const bad = toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days: 0 } })) as CallToolResult);
+    assert.equal(bad.code, 'INVALID_PARAMETER');
+    assert.match(bad.message, /days/);
+    assert.equal(toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', limit: 201 } })) as CallToolResult).code, 'INVALID_PARAMETER');
+    assert.equal(toolError((await c.callTool({ name: 'get_signals', arguments: { include_factors: 'maybe' } })) as CallToolResult).code, 'INVALID_PARAMETER');
     await c.close();
   });
 });
