@@ -7,7 +7,8 @@
 //     payload (target >= 0.8);
 //  4. the service's peak RSS under that load (target < 512 MB).
 // Every request is allowed: the load rotates over a pool of api-tier keys (500 requests per
-// minute each), sized from the baseline's throughput so no key runs out during a run.
+// minute each), large enough that no key runs out during a run. The baselines get the same
+// rotating Authorization header, so the load generator does the same work in every run.
 // Load comes from autocannon on loopback; each server is its own process.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -149,6 +150,10 @@ async function redisUp(): Promise<boolean> {
   }
 }
 
+/** Throughputs the key pools are sized for (far above what this service reaches on loopback). */
+const REST_RPS_CEILING = Number(process.env.BENCH_REST_RPS_CEILING ?? 40_000);
+const MCP_RPS_CEILING = Number(process.env.BENCH_MCP_RPS_CEILING ?? 4_000);
+
 const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
 const MCP_CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_signals', arguments: {} } });
 
@@ -183,7 +188,7 @@ async function main() {
   };
   const stop = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null ? r() : (p.once('exit', () => r()), p.kill('SIGTERM'))));
   try {
-    // The baselines first: their throughput sizes the key pools.
+    // Capture the payloads the baselines serve.
     let svc = await serve({});
     const signalsUrl = `http://127.0.0.1:${svc.port}/api/v1/signals`;
     const body = await (await fetch(signalsUrl)).text();
@@ -193,20 +198,28 @@ async function main() {
     writeFileSync(bodyFile, body);
     const mcpFile = path.join(work, 'mcp-result.json');
     writeFileSync(mcpFile, JSON.stringify(mcpRes.result));
+
+    // Key pools sized for the throughput ceilings below; the baselines get the same rotating
+    // Authorization header (and ignore it), so the load generator does the same work per request.
+    const n = poolSize(REST_RPS_CEILING);
+    const nMcp = poolSize(MCP_RPS_CEILING);
+    const withRedis = await redisUp();
+    const memKeys = await keyPool(dir, n, 'mem');
+    const mcpKeys = await keyPool(dir, nMcp, 'mcp');
+    const redisKeys = withRedis ? await keyPool(dir, n, `redis${Date.now()}`) : [];
+    console.log(`key pools: ${n} api-tier keys per REST run, ${nMcp} for MCP (${TIER_LIMITS.api.minute}/min each)`);
+
     const bare = await start(['bench/bare-server.ts', bodyFile, '0']);
     procs.push(bare.proc);
-    const base = await load(`http://127.0.0.1:${bare.port}/api/v1/signals`);
+    const base = await load(`http://127.0.0.1:${bare.port}/api/v1/signals`, { keys: memKeys });
     await stop(bare.proc);
     const bareMcp = await start(['bench/bare-mcp.ts', mcpFile, '0']);
     procs.push(bareMcp.proc);
-    const baseMcp = await load(`http://127.0.0.1:${bareMcp.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS });
+    const baseMcp = await load(`http://127.0.0.1:${bareMcp.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS, keys: mcpKeys });
     await stop(bareMcp.proc);
-
-    const n = poolSize(base.rps);
-    const nMcp = poolSize(baseMcp.rps);
-    const withRedis = await redisUp();
-    const [memKeys, mcpKeys, redisKeys] = [await keyPool(dir, n, 'mem'), await keyPool(dir, nMcp, 'mcp'), withRedis ? await keyPool(dir, n, `redis${Date.now()}`) : []];
-    console.log(`key pools: ${n} api-tier keys per REST run, ${nMcp} for MCP (${TIER_LIMITS.api.minute}/min each)`);
+    for (const r of [base, baseMcp]) {
+      if (r.rps * 1.05 > (r === base ? REST_RPS_CEILING : MCP_RPS_CEILING)) console.log('WARNING: baseline near the key-pool ceiling; raise REST_RPS_CEILING / MCP_RPS_CEILING');
+    }
 
     row('bare Fastify route (same bytes)', base);
     svc = await serve({});

@@ -149,20 +149,33 @@ export class AccountRepo {
     return rows[0] ?? null;
   }
 
-  /** Adds counted usage to the keys in one statement per key, in one transaction. */
+  /**
+   * Adds counted usage to the keys: one UPDATE per UTC day in the batch (usually one), all in
+   * one transaction, so a flush of thousands of keys is a single statement.
+   */
   async addUsage(deltas: UsageDelta[]): Promise<void> {
     if (deltas.length === 0) return;
+    const byDay = new Map<string, { id: string; requests: number; last_used: string }[]>();
+    for (const d of deltas) {
+      const rows = byDay.get(d.day) ?? [];
+      rows.push({ id: d.keyId, requests: d.requests, last_used: d.lastUsedAt });
+      byDay.set(d.day, rows);
+    }
+    // Older days first, so usage_day ends on the newest day.
+    const days = [...byDay.keys()].sort();
     await this.db.transaction(async (tx) => {
-      for (const d of deltas) {
-        await tx
-          .update(apiKeys)
-          .set({
-            requestsTotal: sql`${apiKeys.requestsTotal} + ${d.requests}`,
-            requestsDay: sql`case when ${apiKeys.usageDay} = ${d.day}::date then ${apiKeys.requestsDay} + ${d.requests} else ${d.requests} end`,
-            usageDay: sql`greatest(coalesce(${apiKeys.usageDay}, ${d.day}::date), ${d.day}::date)`,
-            lastUsedAt: sql`greatest(coalesce(${apiKeys.lastUsedAt}, ${d.lastUsedAt}::timestamptz), ${d.lastUsedAt}::timestamptz)`,
-          })
-          .where(eq(apiKeys.id, d.keyId));
+      for (const day of days) {
+        const json = JSON.stringify(byDay.get(day));
+        await tx.execute(sql`
+          update ${apiKeys} as k set
+            requests_total = k.requests_total + v.requests,
+            requests_day = case when k.usage_day = ${day}::date then k.requests_day + v.requests
+                                when k.usage_day > ${day}::date then k.requests_day
+                                else v.requests end,
+            usage_day = greatest(coalesce(k.usage_day, ${day}::date), ${day}::date),
+            last_used_at = greatest(coalesce(k.last_used_at, v.last_used), v.last_used)
+          from jsonb_to_recordset(${json}::jsonb) as v(id uuid, requests integer, last_used timestamptz)
+          where k.id = v.id`);
       }
     });
   }

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
 import { openDatabase, type Database } from '../../src/store/db.ts';
 import { HistoryRepo, type StoredChange } from '../../src/store/history-repo.ts';
+import { AccountRepo } from '../../src/store/account-repo.ts';
 import { signalHistory } from '../../src/store/schema.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable } from '../helpers/env.ts';
 
@@ -67,6 +68,34 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       assert.deepEqual(rows[0]!.payload, { a: 2 });
       const count = await ctx.db.db.select({ n: sql<number>`count(*)::int` }).from(signalHistory);
       assert.ok(count[0]!.n >= 3);
+    });
+
+    test('key usage: batched flushes add up per key and per UTC day, late deltas do not reset the day', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      const repo = new AccountRepo(ctx.db.db);
+      await repo.ensureUser('usage-user', 'usage@example.com');
+      const a = (await repo.createKey('usage-user', 'a', 'svc_live_aaaa', 'a'.repeat(64), 5))!;
+      const b = (await repo.createKey('usage-user', 'b', 'svc_live_bbbb', 'b'.repeat(64), 5))!;
+      await repo.addUsage([
+        { keyId: a.id, requests: 3, lastUsedAt: '2026-01-01T10:00:00.000Z', day: '2026-01-01' },
+        { keyId: b.id, requests: 1, lastUsedAt: '2026-01-01T11:00:00.000Z', day: '2026-01-01' },
+      ]);
+      // One flush spanning midnight: the older day is applied first.
+      await repo.addUsage([
+        { keyId: a.id, requests: 4, lastUsedAt: '2026-01-02T00:05:00.000Z', day: '2026-01-02' },
+        { keyId: a.id, requests: 2, lastUsedAt: '2026-01-01T23:59:00.000Z', day: '2026-01-01' },
+      ]);
+      // A late delta of an older day counts in the total only.
+      await repo.addUsage([{ keyId: a.id, requests: 1, lastUsedAt: '2026-01-01T23:59:30.000Z', day: '2026-01-01' }]);
+      const keys = await repo.listKeys('usage-user');
+      const ka = keys.find((k) => k.id === a.id)!;
+      const kb = keys.find((k) => k.id === b.id)!;
+      assert.equal(ka.requestsTotal, 10);
+      assert.equal(ka.usageDay, '2026-01-02');
+      assert.equal(ka.requestsDay, 4);
+      assert.equal(new Date(ka.lastUsedAt!).toISOString(), '2026-01-02T00:05:00.000Z');
+      assert.equal(kb.requestsTotal, 1);
+      assert.equal(kb.requestsDay, 1);
     });
   });
 }
