@@ -65,18 +65,20 @@ export function createGuard(deps: GuardDeps) {
   const authFailures = deps.limiter.budget('auth-fail', AUTH_FAILURES_PER_MINUTE, 60);
   const perUser = deps.limiter.budget('user', USER_REQUESTS_PER_MINUTE, 60);
 
+  async function tooManyFailures(req: FastifyRequest, reply: FastifyReply, retryAfterSec: number): Promise<FastifyReply> {
+    reply.header('Retry-After', String(retryAfterSec));
+    return sendError(req, reply, 429, 'RATE_LIMITED', 'Too many failed authentication attempts from this address', {
+      window: 'minute',
+      limit: AUTH_FAILURES_PER_MINUTE,
+      reset: new Date(Date.now() + retryAfterSec * 1000).toISOString(),
+    }, deps.asOf);
+  }
+
   async function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError): Promise<FastifyReply> {
     const ipSubject = `ip:${req.ip}`;
     reply.headers(rateLimitHeaders(await deps.limiter.peek(ipSubject, 'unauthenticated')));
     const budget = await authFailures.consume(req.ip);
-    if (!budget.allowed) {
-      reply.header('Retry-After', String(budget.retryAfterSec));
-      return sendError(req, reply, 429, 'RATE_LIMITED', 'Too many failed authentication attempts from this address', {
-        window: 'minute',
-        limit: AUTH_FAILURES_PER_MINUTE,
-        reset: new Date(Date.now() + budget.retryAfterSec * 1000).toISOString(),
-      }, deps.asOf);
-    }
+    if (!budget.allowed) return tooManyFailures(req, reply, budget.retryAfterSec);
     reply.header('WWW-Authenticate', `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`);
     return sendError(req, reply, 401, 'UNAUTHORIZED', err.message, err.details?.reason ? { reason: err.details.reason } : undefined, deps.asOf);
   }
@@ -112,6 +114,15 @@ export function createGuard(deps: GuardDeps) {
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | void> {
     const cfg = req.routeOptions.config ?? {};
     const mode: AuthMode = cfg.auth ?? 'api';
+    // An address that used up its failed-authentication budget is refused before any key or
+    // JWT is looked up, so guessing cannot make the service query its database.
+    if (req.headers.authorization) {
+      const blocked = await authFailures.exhausted(req.ip);
+      if (blocked.exhausted) {
+        reply.headers(rateLimitHeaders(await deps.limiter.peek(`ip:${req.ip}`, 'unauthenticated')));
+        return tooManyFailures(req, reply, blocked.retryAfterSec);
+      }
+    }
     let caller: Caller;
     try {
       caller = await identify(req, mode);

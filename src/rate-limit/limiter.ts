@@ -77,7 +77,11 @@ export class TierRateLimiter {
    * A simple fixed-window limiter for other budgets (failed authentications per IP, key
    * management per user), shared through Redis like the tier limits.
    */
-  budget(name: string, points: number, durationSec: number): { consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number }> } {
+  budget(
+    name: string,
+    points: number,
+    durationSec: number,
+  ): { consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number }>; exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }> } {
     let l = this.#extra.get(name);
     if (!l) {
       l = this.#make(`budget:${name}`, points, durationSec);
@@ -85,6 +89,12 @@ export class TierRateLimiter {
     }
     const lim = l;
     return {
+      /** Whether `subject` has used up the budget, without counting anything. */
+      async exhausted(subject) {
+        const r = await lim.get(subject).catch(() => null);
+        const used = r?.consumedPoints ?? 0;
+        return { exhausted: used >= points, retryAfterSec: r ? Math.max(1, Math.ceil(r.msBeforeNext / 1000)) : 0 };
+      },
       async consume(subject) {
         try {
           await lim.consume(subject);
@@ -122,7 +132,7 @@ export class TierRateLimiter {
    */
   async consume(subject: string, tier: Tier, now = new Date()): Promise<LimitDecision> {
     const pair = this.#pairs.get(tier)!;
-    const dayKey = `${subject}:${now.toISOString().slice(0, 10)}`;
+    const dayKey = pair.day ? `${subject}:${now.toISOString().slice(0, 10)}` : '';
     let minute: RateLimiterRes;
     try {
       minute = await pair.minute.consume(subject);

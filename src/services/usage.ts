@@ -1,12 +1,20 @@
 import type { AccountRepo, UsageDelta } from '../store/account-repo.ts';
 
+/** A key's requests on one UTC day, not written yet (last use in epoch ms). */
+interface Pending {
+  keyId: string;
+  requests: number;
+  lastUsedMs: number;
+  day: string;
+}
+
 /**
  * Per-key usage counted in memory and written in batches, so a request costs no database
  * write. Flushed every `intervalMs` and on `stop()` (clean shutdown loses nothing); a failed
  * flush keeps the counts for the next one.
  */
 export class UsageTracker {
-  #pending = new Map<string, UsageDelta>();
+  #pending = new Map<string, Pending>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
 
@@ -18,21 +26,29 @@ export class UsageTracker {
     this.#timer.unref();
   }
 
-  /** Counts one request of `keyId` at `now`. */
-  record(keyId: string, now = new Date()): void {
-    const day = now.toISOString().slice(0, 10);
+  /** The UTC day of the last `record`, and the epoch ms range it covers (avoids formatting a date per request). */
+  #day = { name: '', from: 0, to: 0 };
+
+  /** Counts one request of `keyId` at `now` (epoch ms or Date). */
+  record(keyId: string, now: number | Date = Date.now()): void {
+    const ms = typeof now === 'number' ? now : now.getTime();
+    if (ms < this.#day.from || ms >= this.#day.to) {
+      const from = ms - (ms % 86_400_000);
+      this.#day = { name: new Date(from).toISOString().slice(0, 10), from, to: from + 86_400_000 };
+    }
+    const day = this.#day.name;
     const k = `${keyId}|${day}`;
     const d = this.#pending.get(k);
     if (d) {
       d.requests += 1;
-      d.lastUsedAt = now.toISOString();
-    } else this.#pending.set(k, { keyId, requests: 1, lastUsedAt: now.toISOString(), day });
+      d.lastUsedMs = Math.max(d.lastUsedMs, ms);
+    } else this.#pending.set(k, { keyId, requests: 1, lastUsedMs: ms, day });
   }
 
   /** Requests of `keyId` on `day` counted here and not flushed yet. */
   pending(keyId: string, day: string): { requests: number; lastUsedAt: string | null } {
     const d = this.#pending.get(`${keyId}|${day}`);
-    return { requests: d?.requests ?? 0, lastUsedAt: d?.lastUsedAt ?? null };
+    return { requests: d?.requests ?? 0, lastUsedAt: d ? new Date(d.lastUsedMs).toISOString() : null };
   }
 
   /** Writes the pending counts; concurrent calls are serialized. */
@@ -42,7 +58,7 @@ export class UsageTracker {
       const batch = [...this.#pending.values()];
       this.#pending = new Map();
       try {
-        await this.repo.addUsage(batch);
+        await this.repo.addUsage(batch.map((d): UsageDelta => ({ keyId: d.keyId, requests: d.requests, day: d.day, lastUsedAt: new Date(d.lastUsedMs).toISOString() })));
       } catch (e) {
         // Put the counts back so nothing is lost; they go out with the next flush.
         for (const d of batch) {
@@ -50,7 +66,7 @@ export class UsageTracker {
           const cur = this.#pending.get(k);
           if (cur) {
             cur.requests += d.requests;
-            if (d.lastUsedAt > cur.lastUsedAt) cur.lastUsedAt = d.lastUsedAt;
+            cur.lastUsedMs = Math.max(cur.lastUsedMs, d.lastUsedMs);
           } else this.#pending.set(k, d);
         }
         this.onError(e);

@@ -278,6 +278,16 @@ describe('rate limits', () => {
     for (let i = 0; i < 22; i++) codes.push((await call('GET', '/api/v1/assets', 'svc_live_bad', undefined, ip)).status);
     assert.ok(codes.slice(0, 17).every((c) => c === 401));
     assert.equal(codes.at(-1), 429);
+    // Once the budget is used up the address is refused before any lookup: even a well-formed
+    // key with a valid checksum (which would need a database lookup to be judged) gets 429.
+    const random = 'A'.repeat(32);
+    const wellFormed = `${KEY_PREFIX}${random}${checksum(random)}`;
+    const blocked = await call('GET', '/api/v1/assets', wellFormed, undefined, ip);
+    assert.equal(blocked.status, 429);
+    assert.equal(blocked.body.error.code, 'RATE_LIMITED');
+    assert.ok(Number(blocked.headers['retry-after']) >= 1);
+    // Another address is not affected.
+    assert.equal((await call('GET', '/api/v1/assets', wellFormed)).status, 401);
   });
 
   test('free key: 10 per minute; the 11th is 429 RATE_LIMITED', async () => {
