@@ -5,18 +5,22 @@
 import { readFileSync } from 'node:fs';
 import Fastify from 'fastify';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { z } from 'zod';
 import { GetSignalsOutput } from '../src/mcp/tools.ts';
 import { handleMcpRequest } from '../src/mcp/http.ts';
 
 const result = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as { structuredContent: Record<string, unknown>; content: { type: 'text'; text: string }[] };
+// The same shared JSON Schema validator as the service (a new Ajv per request would dominate).
+const validator = new AjvJsonSchemaValidator();
+const input = z.object({ asset: z.string().min(1).max(64).optional(), include_factors: z.boolean().default(false) });
 const app = Fastify({ logger: false });
 app.post('/mcp', async (req, reply) => {
-  const server = new McpServer({ name: 'bare', version: '1.0.0' });
+  const server = new McpServer({ name: 'bare', version: '1.0.0' }, { jsonSchemaValidator: validator });
   server.registerTool(
     'get_signals',
     {
-      inputSchema: { asset: z.string().min(1).max(64).optional(), include_factors: z.boolean().default(false) },
+      inputSchema: input,
       outputSchema: GetSignalsOutput,
       annotations: { readOnlyHint: true },
     },

@@ -1,4 +1,5 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { HISTORY_TIERS, type Tier } from '../auth/tiers.ts';
@@ -163,7 +164,33 @@ function sdkToolError(message: string): CallToolResult {
   return failure('INTERNAL_ERROR', 'Internal error');
 }
 
+/**
+ * One JSON Schema validator for every server: the SDK otherwise builds a new Ajv instance per
+ * server, which is most of the cost of a stateless request (it caches compiled schemas, so
+ * sharing it is safe).
+ */
+const JSON_SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
+
 const AssetArg = z.string().min(1).max(64).describe('Asset id (e.g. "bitcoin") or ticker ("BTC"), any case; see get_assets');
+
+/**
+ * Input schemas of the tools, with the same bounds as the REST parameters. Built once: zod
+ * schemas are costly to construct, and a stateless HTTP server builds its tools per request.
+ */
+const INPUT = {
+  none: z.object({}),
+  get_signals: z.object({
+    asset: AssetArg.optional().describe('One asset id or ticker; omit for all assets'),
+    include_factors: z.boolean().default(false).describe('Add the factor breakdown'),
+  }),
+  get_chain_health: z.object({ chain: z.string().min(1).max(64).optional().describe('eth, sol or hype (asset ids and tickers accepted); omit for all') }),
+  get_thesis_health: z.object({ thesis_id: z.string().min(1).max(64).describe('The thesis id (UUID)') }),
+  get_signal_history: z.object({
+    asset: AssetArg,
+    days: z.number().int().min(1).max(365).default(30).describe('History period in days, ending at the as-of day (1..365)'),
+    limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of entries (1..200)'),
+  }),
+} as const;
 
 /**
  * Builds an MCP server with exactly the six read-only tools, each a thin adapter over the
@@ -172,6 +199,7 @@ const AssetArg = z.string().min(1).max(64).describe('Asset id (e.g. "bitcoin") o
  */
 export function createMcpServer(ctx: ToolContext): McpServer {
   const server = new McpServer(MCP_SERVER_INFO, {
+    jsonSchemaValidator: JSON_SCHEMA_VALIDATOR,
     capabilities: { tools: { listChanged: false } },
     instructions:
       'Crypto market intelligence computed from daily market data: five-level trading signals with the factors behind them, the BTC market regime, on-chain health of Ethereum, Solana and Hyperliquid, signal-change history and thesis health. All tools are read-only. Data is daily; `as_of` says which day.',
@@ -190,10 +218,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       title: 'Trading signals',
       description:
         'Current trading signal (strong_buy, buy, neutral, sell, strong_sell) with composite score (-1..1), confidence, price and 24h/7d change, for one asset or for all supported assets. Set include_factors to get the explained breakdown (trend, momentum, RSI, Fear & Greed, funding rate, chain health, regime), whose contributions sum to the score. Same data as GET /api/v1/signals and /signals/{asset}.',
-      inputSchema: {
-        asset: AssetArg.optional().describe('One asset id or ticker; omit for all assets'),
-        include_factors: z.boolean().default(false).describe('Add the factor breakdown'),
-      },
+      inputSchema: INPUT.get_signals,
       outputSchema: GetSignalsOutput,
       annotations: READ_ONLY,
     },
@@ -213,7 +238,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       title: 'BTC market regime',
       description:
         'The BTC market regime (bull, bear or neutral, with hysteresis) and the conditions behind it: RSI-14, Fear & Greed index, momentum (30-day return, price vs SMA-200) and funding rate, plus the signals of all assets. Same data as GET /api/v1/regime.',
-      inputSchema: {},
+      inputSchema: INPUT.none,
       outputSchema: RegimeDataSchema,
       annotations: READ_ONLY,
     },
@@ -226,7 +251,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       title: 'On-chain health',
       description:
         'Fundamental on-chain health score (0..100, 50 = normal) of Ethereum (eth), Solana (sol) and Hyperliquid (hype): z-scores of TVL, DEX volume, fees, active addresses and similar metrics against their trailing distribution, with regime-adjusted sensitivity. Omit chain for all three. Same data as GET /api/v1/chain-health and /chain-health/{asset}.',
-      inputSchema: { chain: z.string().min(1).max(64).optional().describe('eth, sol or hype (asset ids and tickers accepted); omit for all') },
+      inputSchema: INPUT.get_chain_health,
       outputSchema: GetChainHealthOutput,
       annotations: READ_ONLY,
     },
@@ -246,7 +271,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       title: 'Thesis health',
       description:
         "Evaluates one of the caller's saved theses (created with POST /api/v1/thesis) against current data: health score 0..100, status (healthy, weakening, at_risk, invalidated), triggered conditions and whether action is required. Needs an API key; only the thesis owner may call it. Same data as GET /api/v1/thesis/{id}/health.",
-      inputSchema: { thesis_id: z.string().min(1).max(64).describe('The thesis id (UUID)') },
+      inputSchema: INPUT.get_thesis_health,
       outputSchema: ThesisHealthSchema,
       annotations: READ_ONLY,
     },
@@ -262,7 +287,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       title: 'Supported assets',
       description:
         'The supported assets (CoinGecko ids and tickers) with their current signal, price, chain and capability flags (signals, factors, signal_history, chain_health, chain_metrics, funding_rate, thesis). Call this to find valid asset ids. Same data as GET /api/v1/assets.',
-      inputSchema: {},
+      inputSchema: INPUT.none,
       outputSchema: AssetsDataSchema,
       annotations: READ_ONLY,
     },
@@ -275,11 +300,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       title: 'Signal history',
       description:
         'Past changes of an asset\'s signal, newest first, each with the factor snapshot computed point-in-time from the data of that day. Needs a Pro or API tier key. Same data as GET /api/v1/signal-history/{asset}.',
-      inputSchema: {
-        asset: AssetArg,
-        days: z.number().int().min(1).max(365).default(30).describe('History period in days, ending at the as-of day (1..365)'),
-        limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of entries (1..200)'),
-      },
+      inputSchema: INPUT.get_signal_history,
       outputSchema: HistoryDataSchema,
       annotations: READ_ONLY,
     },
