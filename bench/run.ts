@@ -69,10 +69,22 @@ async function start(args: string[], env: Record<string, string> = {}): Promise<
   throw new Error(`${args.join(' ')} did not listen on ${port} within 60 s`);
 }
 
+/** Peak resident set size of a process so far (VmHWM), MB. */
 function peakRssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
   return kb / 1024;
+}
+
+/** Current resident set size (VmRSS), MB. */
+function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** Memory of a service run: peak during start-up, peak overall, and resident after the load. */
+function memLine(pid: number, startupPeak: number): string {
+  return `peak ${peakRssMb(pid).toFixed(0)} MB (start-up peak ${startupPeak.toFixed(0)} MB), resident after load ${rssMb(pid).toFixed(0)} MB`;
 }
 
 interface LoadOpts {
@@ -223,32 +235,34 @@ async function main() {
 
     row('bare Fastify route (same bytes)', base);
     // Each measured run gets its own service process, so each peak RSS belongs to one load.
+    const mem: string[] = [];
     svc = await serve({});
+    let startup = peakRssMb(svc.proc.pid!);
     const memRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: memKeys });
     row('GET /api/v1/signals, key + memory limiter', memRun, base);
-    const rssMem = peakRssMb(svc.proc.pid!);
+    mem.push(`REST + memory limiter: ${memLine(svc.proc.pid!, startup)}`);
     await stop(svc.proc);
 
     svc = await serve({});
+    startup = peakRssMb(svc.proc.pid!);
     row('bare SDK MCP server (same payload)', baseMcp);
     const mcpRun = await load(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS, keys: mcpKeys });
     row('MCP tools/call get_signals, key + memory', mcpRun, baseMcp);
-    const rssMcp = peakRssMb(svc.proc.pid!);
+    mem.push(`MCP: ${memLine(svc.proc.pid!, startup)}`);
     await stop(svc.proc);
 
-    let rssRedis = 0;
     if (withRedis) {
       svc = await serve({ REDIS_URL });
+      startup = peakRssMb(svc.proc.pid!);
       const redisRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: redisKeys });
       row('GET /api/v1/signals, key + Redis limiter', redisRun, base);
-      rssRedis = peakRssMb(svc.proc.pid!);
+      mem.push(`REST + Redis limiter: ${memLine(svc.proc.pid!, startup)}`);
       await stop(svc.proc);
     } else {
       console.log(`Redis limiter: SKIPPED, no Redis at ${REDIS_URL}`);
     }
-    console.log(
-      `service peak RSS (target < 512 MB): ${rssMem.toFixed(0)} MB REST + memory limiter, ${rssMcp.toFixed(0)} MB MCP${withRedis ? `, ${rssRedis.toFixed(0)} MB REST + Redis limiter` : ''}`,
-    );
+    console.log('service memory (target: peak RSS < 512 MB):');
+    for (const m of mem) console.log(`  ${m}`);
   } finally {
     for (const p of procs) if (p.exitCode === null) p.kill('SIGTERM');
     rmSync(work, { recursive: true, force: true });
