@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { ROOT_DIR } from '../src/config.ts';
 import { generateKey } from '../src/auth/api-keys.ts';
 import { TIER_LIMITS } from '../src/auth/tiers.ts';
@@ -124,8 +125,8 @@ async function load(url: string, o: LoadOpts = {}): Promise<{ rps: number; p99: 
  * Creates `n` api-tier keys (5 per user, the per-user maximum) in the embedded database at
  * `dir`, so the service started on that folder accepts them.
  */
-async function keyPool(dir: string, n: number, tag: string): Promise<string[]> {
-  const db = await openDatabase({ pgliteDir: dir });
+async function keyPool(dir: string, n: number, tag: string, databaseUrl?: string): Promise<string[]> {
+  const db = await openDatabase({ pgliteDir: dir, databaseUrl });
   try {
     const repo = new AccountRepo(db.db);
     const keys: string[] = [];
@@ -261,6 +262,34 @@ async function main() {
     } else {
       console.log(`Redis limiter: SKIPPED, no Redis at ${REDIS_URL}`);
     }
+    // The same REST load with PostgreSQL instead of the embedded PGlite: no WebAssembly
+    // database in the process, and (several instances may share it) no key cache.
+    const pgBase = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+    const pgDb = `bench_${process.pid}`;
+    const admin = new pg.Client({ connectionString: pgBase, connectionTimeoutMillis: 2000 });
+    let pgUrl: string | null = null;
+    try {
+      await admin.connect();
+      await admin.query(`CREATE DATABASE ${pgDb}`);
+      pgUrl = pgBase.replace(/\/[^/]*$/, `/${pgDb}`);
+    } catch {
+      console.log(`PostgreSQL run: SKIPPED, no PostgreSQL at ${pgBase}`);
+    }
+    if (pgUrl) {
+      try {
+        const pgKeys = await keyPool(dir, n, 'pg', pgUrl);
+        svc = await serve({ DATABASE_URL: pgUrl, AUTH_SECRET: 'bench-'.repeat(8) });
+        startup = peakRssMb(svc.proc.pid!);
+        const pgRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: pgKeys });
+        row('GET /api/v1/signals, PostgreSQL, memory limiter', pgRun, base);
+        mem.push(`REST on PostgreSQL + memory limiter: ${memLine(svc.proc.pid!, startup)}`);
+        await stop(svc.proc);
+      } finally {
+        await admin.query(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`).catch(() => {});
+      }
+    }
+    await admin.end().catch(() => {});
+
     console.log('service memory (target: peak RSS < 512 MB):');
     for (const m of mem) console.log(`  ${m}`);
   } finally {
