@@ -5,6 +5,20 @@ import { z } from 'zod';
  * (tool outputSchema). Field names and value sets follow ../shared/spec/DECISIONS.md.
  */
 
+/**
+ * User-supplied text (names, titles, ids): trimmed, and without control characters, which
+ * PostgreSQL refuses in text and jsonb (NUL) or which would only hide content.
+ */
+export function safeText(min: number, max: number) {
+  return z
+    .string()
+    .trim()
+    .min(min)
+    .max(max)
+    // eslint-disable-next-line no-control-regex
+    .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), { error: 'must not contain control characters' });
+}
+
 export const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/).describe('UTC calendar day, YYYY-MM-DD');
 export const SignalLevel = z.enum(['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell']);
 export const RegimeLevel = z.enum(['bull', 'bear', 'neutral']);

@@ -14,7 +14,7 @@ import { resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../http/errors.ts';
 import type { AccountRepo, ThesisRow } from '../store/account-repo.ts';
 import type { MarketService } from './market.ts';
-import { SignalLevel, RegimeLevel } from './schemas.ts';
+import { SignalLevel, RegimeLevel, safeText } from './schemas.ts';
 
 /** Metrics whose condition value is a level name rather than a number. */
 const CATEGORICAL: Record<string, readonly string[]> = { signal: SignalLevel.options, regime: RegimeLevel.options };
@@ -22,11 +22,11 @@ const CATEGORICAL: Record<string, readonly string[]> = { signal: SignalLevel.opt
 /** A condition as sent by the client (its id is assigned by the service when absent). */
 export const ConditionInputSchema = z
   .object({
-    id: z.string().trim().min(1).max(64).optional().describe('Your id for the condition; generated when absent'),
+    id: safeText(1, 64).optional().describe('Your id for the condition; generated when absent'),
     metric: z.enum(THESIS_METRICS).describe('What the condition tests'),
     operator: z.enum(THESIS_OPERATORS),
     value: z
-      .union([z.number().finite(), z.string().min(1).max(32)])
+      .union([z.number().finite(), safeText(1, 32)])
       .describe('A number for numeric metrics (price_usd USD, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime'),
     kind: z.enum(THESIS_CONDITION_KINDS).default('warning').describe('invalidation ends the thesis; warning lowers its health'),
   })
@@ -47,9 +47,9 @@ const Price = z.number().finite().positive().describe('USD');
 /** Body of POST /thesis. */
 export const ThesisInputSchema = z
   .object({
-    asset: z.string().trim().min(1).max(64).describe('Asset id or ticker, e.g. bitcoin or BTC'),
+    asset: safeText(1, 64).describe('Asset id or ticker, e.g. bitcoin or BTC'),
     direction: z.enum(THESIS_DIRECTIONS),
-    title: z.string().trim().min(1).max(200),
+    title: safeText(1, 200),
     entry_price: Price.nullable().optional(),
     target_price: Price.nullable().optional(),
     stop_price: Price.nullable().optional(),

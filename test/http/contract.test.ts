@@ -232,7 +232,7 @@ describe('GET /api/v1/signal-history/{asset}', () => {
   });
 
   test('out-of-range or non-integer days/limit are 400 (no clamping)', async () => {
-    for (const q of ['days=0', 'days=366', 'days=1.5', 'limit=abc', 'limit=0', 'limit=201', 'days=-3']) {
+    for (const q of ['days=0', 'days=366', 'days=1.5', 'limit=abc', 'limit=0', 'limit=201', 'days=-3', 'days=0x10', 'days=1e2', 'limit=0b11', 'days=']) {
       const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
       expectError(r, 400, 'INVALID_PARAMETER');
       assert.match(r.body.error.message, new RegExp(q.split('=')[0]!));

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { TIERS } from '../../../auth/tiers.ts';
 import type { KeyService, UserIdentity } from '../../../services/keys.ts';
 import { ErrorEnvelopeSchema, okEnvelope, sendOk } from '../../envelope.ts';
+import { safeText } from '../../../services/schemas.ts';
 
 const Tier = z.enum(TIERS);
 
@@ -54,7 +55,7 @@ export async function keyRoutes(app: FastifyInstance, opts: { keys: KeyService; 
       summary: 'Create an API key (shown once)',
       description: 'At most 5 active keys per user. The response carries the full key; only its SHA-256 digest is stored.',
       security: jwtOnly,
-      body: z.object({ name: z.string().trim().min(1).max(64).optional() }).strict().optional(),
+      body: z.object({ name: safeText(1, 64).optional() }).strict().optional(),
       response: { 201: okEnvelope(CreatedKeySchema), ...errors },
     },
   }, async (req, reply) => {

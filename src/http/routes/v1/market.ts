@@ -24,13 +24,16 @@ export const IncludeFactors = z
 /** Integer query parameter within bounds, rejected (never clamped) outside them. */
 export function boundedInt(min: number, max: number, dflt: number, what: string) {
   const msg = `must be an integer from ${min} to ${max}`;
-  return z.coerce
-    .number({ error: msg })
-    .int({ error: msg })
-    .min(min, { error: msg })
-    .max(max, { error: msg })
-    .default(dflt)
-    .describe(`${what} (${min}..${max}, default ${dflt})`);
+  // Decimal digits only: no hex (0x10), exponent (1e2) or binary (0b11) forms.
+  return z
+    .string({ error: msg })
+    .regex(/^\d{1,6}$/, { error: msg })
+    .transform(Number)
+    .pipe(z.number().int().min(min, { error: msg }).max(max, { error: msg }))
+    .optional()
+    .transform((v) => v ?? dflt)
+    // The documented (OpenAPI) type is the integer the string stands for.
+    .meta({ type: 'integer', minimum: min, maximum: max, default: dflt, description: `${what} (${min}..${max}, default ${dflt})` });
 }
 
 export const HistoryQuery = z.object({
