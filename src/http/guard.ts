@@ -133,16 +133,26 @@ export function createGuard(deps: GuardDeps) {
     req.caller = caller;
     if (mode === 'mcp') return; // quota per tools/call, headers set by the MCP endpoint
 
-    if (caller.kind === 'jwt') {
-      // Signed-in users managing keys or theses: a per-user budget, apart from API quotas.
+    if (caller.kind === 'jwt' && mode === 'jwt') {
+      // Key management: a per-user budget, apart from the API quota; its headers describe it.
       const b = await perUser.consume(caller.userId);
-      reply.header('X-Service-Tier', caller.tier);
+      const now = Date.now();
+      reply.headers(
+        rateLimitHeaders({
+          allowed: b.allowed,
+          tier: caller.tier,
+          limit: USER_REQUESTS_PER_MINUTE,
+          remaining: b.remaining,
+          reset: new Date(now + b.resetSec * 1000),
+          windows: [{ window: 'minute', limit: USER_REQUESTS_PER_MINUTE, remaining: b.remaining, resetSec: b.resetSec }],
+          ...(b.allowed ? {} : { exceeded: { window: 'minute' as const, limit: USER_REQUESTS_PER_MINUTE, reset: new Date(now + b.retryAfterSec * 1000), retryAfterSec: b.retryAfterSec } }),
+        }),
+      );
       if (!b.allowed) {
-        reply.header('Retry-After', String(b.retryAfterSec));
-        return sendError(req, reply, 429, 'RATE_LIMITED', `Too many requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`, {
+        return sendError(req, reply, 429, 'RATE_LIMITED', `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`, {
           window: 'minute',
           limit: USER_REQUESTS_PER_MINUTE,
-          reset: new Date(Date.now() + b.retryAfterSec * 1000).toISOString(),
+          reset: new Date(now + b.retryAfterSec * 1000).toISOString(),
         }, deps.asOf);
       }
       return;
@@ -159,6 +169,8 @@ export function createGuard(deps: GuardDeps) {
       return sendError(req, reply, 403, 'TIER_REQUIRED', `This endpoint needs the ${allowed.join(' or ')} tier; your tier is ${caller.tier}`, { required_tiers: allowed, tier: caller.tier }, deps.asOf);
     }
 
+    // API routes: a JWT caller (theses) counts against the same tier quota as the user's keys
+    // would, per user (subject `user:<sub>`).
     const d: LimitDecision = await deps.limiter.consume(caller.subject, caller.tier);
     reply.headers(rateLimitHeaders(d));
     if (!d.allowed) {

@@ -35,6 +35,13 @@ export async function runStdio(config: Config, apiKey: string | undefined): Prom
     market: svc.market,
     theses: svc.theses,
     caller,
+    // The key is checked again on every call: revoked or re-tiered keys count at once.
+    reauthenticate: async () => {
+      if (!apiKey) return caller;
+      const k = await svc.keys.authenticate(apiKey);
+      caller = { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+      return caller;
+    },
     consume: () => svc.limiter.consume(caller.subject, caller.tier),
     served: () => {
       if (caller.kind === 'key') svc.usage.record(caller.keyId);

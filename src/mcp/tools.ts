@@ -38,6 +38,12 @@ export interface ToolContext {
   /** Who is calling (from the API key in `Authorization: Bearer`, or anonymous). */
   caller: Caller;
   /**
+   * Re-checks the caller before each call (stdio, where one process serves one key for its
+   * whole life: a revoked key or a changed tier must count at once).
+   * @throws ServiceError UNAUTHORIZED when the key is no longer valid.
+   */
+  reauthenticate?(): Promise<Caller>;
+  /**
    * Counts one request against the caller's quota (the same as a REST request) and returns
    * the decision; a refused call consumes nothing.
    */
@@ -123,9 +129,17 @@ async function run<T extends object>(
   fn: () => T | Promise<T>,
   text: (d: T) => string,
 ): Promise<CallToolResult> {
-  const c = ctx.caller;
+  let c = ctx.caller;
+  if (ctx.reauthenticate) {
+    try {
+      c = await ctx.reauthenticate();
+    } catch (e) {
+      if (e instanceof ServiceError) return failure(e.code, e.message, e.details);
+      throw e;
+    }
+  }
   if (gate.needsKey && c.kind === 'anonymous') {
-    return failure('UNAUTHORIZED', 'This tool needs an API key: configure the MCP client with the header Authorization: Bearer svc_live_...');
+    return failure('UNAUTHORIZED', 'This tool needs an API key: configure the MCP client with the header Authorization: Bearer svc_live_... (stdio: MARKET_INTEL_API_KEY)');
   }
   if (gate.tiers && !gate.tiers.includes(c.tier)) {
     return failure('TIER_REQUIRED', `This tool needs the ${gate.tiers.join(' or ')} tier; your tier is ${c.tier}`, { required_tiers: gate.tiers, tier: c.tier });
@@ -304,7 +318,7 @@ export function createMcpServer(ctx: ToolContext): McpServer {
       outputSchema: HistoryDataSchema,
       annotations: READ_ONLY,
     },
-    async ({ asset, days, limit }) => run(ctx, 'get_signal_history', { tiers: HISTORY_TIERS }, async () => (await market.signalHistory(asset, days, limit)).value, summary.history),
+    async ({ asset, days, limit }) => run(ctx, 'get_signal_history', { needsKey: true, tiers: HISTORY_TIERS }, async () => (await market.signalHistory(asset, days, limit)).value, summary.history),
   );
 
   return server;

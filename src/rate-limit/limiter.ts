@@ -81,7 +81,10 @@ export class TierRateLimiter {
     name: string,
     points: number,
     durationSec: number,
-  ): { consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number }>; exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }> } {
+  ): {
+    consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
+    exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }>;
+  } {
     let l = this.#extra.get(name);
     if (!l) {
       l = this.#make(`budget:${name}`, points, durationSec);
@@ -97,12 +100,13 @@ export class TierRateLimiter {
       },
       async consume(subject) {
         try {
-          await lim.consume(subject);
-          return { allowed: true, retryAfterSec: 0 };
+          const r = await lim.consume(subject);
+          return { allowed: true, retryAfterSec: 0, remaining: r.remainingPoints, resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) };
         } catch (e) {
           if (e instanceof RateLimiterRes) {
             await lim.reward(subject).catch(() => {});
-            return { allowed: false, retryAfterSec: Math.max(1, Math.ceil(e.msBeforeNext / 1000)) };
+            const retryAfterSec = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
+            return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec };
           }
           throw e;
         }

@@ -290,6 +290,19 @@ describe('rate limits', () => {
     assert.equal((await call('GET', '/api/v1/assets', wellFormed)).status, 401);
   });
 
+  test('a JWT on thesis routes counts against the user\'s tier quota; key management has its own per-user budget, with headers', async () => {
+    const jwt = await idp.token('user-jwt-quota');
+    const codes: number[] = [];
+    for (let i = 0; i < 11; i++) codes.push((await call('GET', '/api/v1/thesis', jwt)).status);
+    assert.deepEqual(codes, [...Array(10).fill(200), 429]);
+    const keys = await call('GET', '/api/v1/keys', jwt);
+    assert.equal(keys.status, 200);
+    assert.equal(keys.headers['x-ratelimit-limit'], '30');
+    assert.equal(keys.headers['x-ratelimit-remaining'], '29');
+    assert.ok(keys.headers['ratelimit-policy']);
+    assert.equal(keys.headers['x-service-tier'], 'free');
+  });
+
   test('free key: 10 per minute; the 11th is 429 RATE_LIMITED', async () => {
     const jwt = await idp.token('user-free-limit');
     const k = await newKey(jwt);

@@ -171,13 +171,14 @@ describe('MCP auth, tiers and limits', () => {
     const ok = (await c.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult;
     assert.notEqual(ok.isError, true);
     assert.equal(toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code, 'UNAUTHORIZED');
-    const e = toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult);
-    assert.equal(e.code, 'TIER_REQUIRED');
-    assert.deepEqual(e.details?.required_tiers, ['pro', 'api']);
+    // As REST: no key is UNAUTHORIZED, a key of a lower tier TIER_REQUIRED.
+    assert.equal(toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code, 'UNAUTHORIZED');
     await c.close();
 
     const free = await connect(keys.free);
-    assert.equal(toolError((await free.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code, 'TIER_REQUIRED');
+    const e = toolError((await free.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult);
+    assert.equal(e.code, 'TIER_REQUIRED');
+    assert.deepEqual(e.details?.required_tiers, ['pro', 'api']);
     await free.close();
     const pro = await connect(keys.pro);
     assert.notEqual(((await pro.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).isError, true);

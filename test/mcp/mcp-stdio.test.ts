@@ -53,7 +53,7 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
     assert.deepEqual(r.structuredContent, rest.json().data);
     const regime = (await client.callTool({ name: 'get_market_regime', arguments: {} })) as CallToolResult;
     assert.deepEqual(regime.structuredContent, svc.market.regime().value);
-    assert.equal(errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'btc' } })) as CallToolResult), 'TIER_REQUIRED');
+    assert.equal(errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'btc' } })) as CallToolResult), 'UNAUTHORIZED');
     assert.equal(errorCode((await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: '00000000-0000-4000-8000-000000000000' } })) as CallToolResult), 'UNAUTHORIZED');
   });
 });
@@ -65,6 +65,7 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
   let db: { url: string; drop: () => Promise<void> };
   let proKey = '';
   let thesisId = '';
+  let jwt = '';
 
   before(async () => {
     if (!pgUp) return;
@@ -72,7 +73,7 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     idp = await startTestIdp();
     svc = await createService(testConfig({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer }));
     await svc.app.ready();
-    const jwt = await idp.token('stdio-user', { email: 'stdio@example.com' });
+    jwt = await idp.token('stdio-user', { email: 'stdio@example.com' });
     const k = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
     proKey = k.json().data.key;
     await svc.keys.setTier('stdio@example.com', 'pro');
@@ -101,6 +102,14 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
       const hist = (await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana', days: 90 } })) as CallToolResult;
       assert.notEqual(hist.isError, true);
       assert.deepEqual(hist.structuredContent, (await svc.market.signalHistory('solana', 90, 50)).value);
+      // A tier change made elsewhere counts on the next call, and so does a revocation.
+      await svc.keys.setTier('stdio@example.com', 'free');
+      assert.equal(errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana' } })) as CallToolResult), 'TIER_REQUIRED');
+      const list = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` } });
+      const keyId = list.json().data.keys[0].id;
+      const rv = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/revoke', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: JSON.stringify({ key_id: keyId }) });
+      assert.equal(rv.statusCode, 200);
+      assert.equal(errorCode((await client.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult), 'UNAUTHORIZED');
     } finally {
       await client.close();
     }
