@@ -7,6 +7,7 @@ import { ConfigError, type Config } from './config.ts';
 import { createJwtVerifier } from './auth/jwt.ts';
 import type { Tier } from './auth/tiers.ts';
 import { buildApp } from './http/app.ts';
+import { loggableError } from './http/errors.ts';
 import { hostName } from './mcp/http.ts';
 import type { JwtCheck } from './http/guard.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
@@ -98,7 +99,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
     const accounts = new AccountRepo(database.db);
     let logger: FastifyInstance['log'] | null = null;
     const log = (msg: string, err?: unknown) => (err ? logger?.warn({ err }, msg) : logger?.info(msg));
-    usage = new UsageTracker(accounts, config.USAGE_FLUSH_MS, (e) => logger?.error({ err: e }, 'usage flush failed; will retry'));
+    usage = new UsageTracker(accounts, config.USAGE_FLUSH_MS, (e) => logger?.error({ err: loggableError(e) }, 'usage flush failed; will retry'));
     redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
     const limiter = new TierRateLimiter(redis);
     const keys = new KeyService(accounts, usage, database.kind === 'pglite');

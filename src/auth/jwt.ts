@@ -6,6 +6,17 @@ export class AuthError extends Error {
   override name = 'AuthError';
 }
 
+/** The identity provider (discovery document or JWKS) could not be reached: not the token's fault. */
+export class IdentityProviderUnavailableError extends AuthError {
+  override name = 'IdentityProviderUnavailableError';
+}
+
+/** Network failures and JWKS time-outs, as opposed to a token that fails verification. */
+function isUnreachable(e: unknown): boolean {
+  const code = (e as { code?: unknown })?.code;
+  return code === 'ERR_JWKS_TIMEOUT' || (e instanceof TypeError && /fetch failed/i.test(e.message)) || (e as Error)?.name === 'TimeoutError';
+}
+
 /**
  * Signature algorithms accepted for JWTs: asymmetric only, so a token can never be signed
  * with a public key as an HMAC secret, and `none` is never accepted (RFC 8725 section 3.1).
@@ -50,7 +61,7 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
       try {
         getKey = await keys;
       } catch {
-        throw new AuthError('The identity provider could not be reached');
+        throw new IdentityProviderUnavailableError('The identity provider could not be reached');
       }
       try {
         const { payload } = await jwtVerify(token, getKey, {
@@ -62,7 +73,8 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
         });
         if (typeof payload.sub !== 'string' || payload.sub === '') throw new AuthError('Invalid token subject');
         return { sub: payload.sub, email: typeof payload.email === 'string' ? payload.email : null };
-      } catch {
+      } catch (e) {
+        if (isUnreachable(e)) throw new IdentityProviderUnavailableError('The identity provider could not be reached');
         throw new AuthError('Invalid or expired token');
       }
     },

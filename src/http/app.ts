@@ -7,7 +7,7 @@ import type { Config } from '../config.ts';
 import type { MarketService } from '../services/market.ts';
 import { pingDatabase, type Database } from '../store/db.ts';
 import { sendError } from './envelope.ts';
-import { ServiceError } from './errors.ts';
+import { isDependencyDown, loggableError, ServiceError } from './errors.ts';
 import { marketRoutes } from './routes/v1/market.ts';
 import { keyRoutes } from './routes/v1/keys.ts';
 import { thesisRoutes } from './routes/v1/theses.ts';
@@ -79,7 +79,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ServiceError) {
-      if (err.status >= 500) req.log.error({ err }, 'service error');
+      if (err.status >= 500) req.log.error({ err: loggableError(err) }, 'service error');
       return sendError(req, reply, err.status, err.code, err.message, err.details, asOf);
     }
     if (err.validation) {
@@ -93,7 +93,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // Fastify's own client errors (malformed JSON, wrong content type, body too large).
       return sendError(req, reply, 400, 'INVALID_PARAMETER', err.message, undefined, asOf);
     }
-    req.log.error({ err }, 'unhandled error');
+    if (isDependencyDown(err)) {
+      req.log.error({ err: loggableError(err) }, 'dependency unavailable');
+      return sendError(req, reply, 503, 'SERVICE_UNAVAILABLE', 'The service cannot reach its database; try again shortly', undefined, asOf);
+    }
+    req.log.error({ err: loggableError(err) }, 'unhandled error');
     return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
   });
 

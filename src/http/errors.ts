@@ -38,3 +38,34 @@ export class ServiceError extends Error {
 export function assetNotFound(asked: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Asset '${asked}' not found`);
 }
+
+/** PostgreSQL error classes and client errors that mean the database is unreachable or gone. */
+const DB_DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '3D000', '53300']);
+
+/**
+ * True when `err` (or its cause, e.g. a DrizzleQueryError around a pg error) says a
+ * dependency is down rather than that the request or the code is wrong: such errors are
+ * answered 503 SERVICE_UNAVAILABLE (DECISIONS.md), not 500.
+ */
+export function isDependencyDown(err: unknown): boolean {
+  for (let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (DB_DOWN_CODES.has(code) || code.startsWith('08')) return true;
+    const msg = typeof e.message === 'string' ? e.message : '';
+    if (/Cannot use a pool after calling end|Connection terminated|connect ECONNREFUSED|PGlite is closed/i.test(msg)) return true;
+  }
+  return false;
+}
+
+/**
+ * What of an unexpected error goes to the log: a DrizzleQueryError's message carries the
+ * query parameters (key digests, user ids, emails), so only its cause is logged.
+ */
+export function loggableError(err: unknown): unknown {
+  const e = err as { name?: unknown; cause?: unknown; message?: unknown };
+  if (e?.name === 'DrizzleQueryError' || (typeof e?.message === 'string' && e.message.startsWith('Failed query:'))) {
+    const c = e.cause as { code?: unknown; message?: unknown; severity?: unknown } | undefined;
+    return { type: 'DrizzleQueryError', code: c?.code, message: c?.message, severity: c?.severity };
+  }
+  return err;
+}

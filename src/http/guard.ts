@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { looksLikeApiKey } from '../auth/api-keys.ts';
+import { IdentityProviderUnavailableError } from '../auth/jwt.ts';
 import { HISTORY_TIERS, type Tier } from '../auth/tiers.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import type { KeyService } from '../services/keys.ts';
@@ -79,7 +80,11 @@ export function createGuard(deps: GuardDeps) {
     reply.headers(rateLimitHeaders(await deps.limiter.peek(ipSubject, 'unauthenticated')));
     const budget = await authFailures.consume(req.ip);
     if (!budget.allowed) return tooManyFailures(req, reply, budget.retryAfterSec);
-    reply.header('WWW-Authenticate', `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`);
+    // RFC 6750 section 3.1: no error code when the request carried no credentials.
+    reply.header(
+      'WWW-Authenticate',
+      err.details?.reason === 'missing' ? 'Bearer realm="api"' : `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`,
+    );
     return sendError(req, reply, 401, 'UNAUTHORIZED', err.message, err.details?.reason ? { reason: err.details.reason } : undefined, deps.asOf);
   }
 
@@ -104,7 +109,9 @@ export function createGuard(deps: GuardDeps) {
     let claims: { sub: string; email: string | null };
     try {
       claims = await deps.jwt.verify(token);
-    } catch {
+    } catch (e) {
+      // Not the caller's fault: 503, and no failed-authentication count against its address.
+      if (e instanceof IdentityProviderUnavailableError) throw new ServiceError('SERVICE_UNAVAILABLE', 'The identity provider could not be reached; try again shortly');
       throw new ServiceError('UNAUTHORIZED', 'Invalid or expired token', { reason: 'invalid_jwt' });
     }
     const tier = (await deps.userTier(claims.sub)) ?? 'free';

@@ -4,7 +4,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { HISTORY_TIERS, type Tier } from '../auth/tiers.ts';
 import type { Caller } from '../http/guard.ts';
-import { ServiceError, type ErrorCode } from '../http/errors.ts';
+import { isDependencyDown, loggableError, ServiceError, type ErrorCode } from '../http/errors.ts';
 import type { LimitDecision } from '../rate-limit/limiter.ts';
 import type { MarketService } from '../services/market.ts';
 import {
@@ -160,7 +160,8 @@ async function run<T extends object>(
     return { structuredContent: data as Record<string, unknown>, content: [{ type: 'text', text: text(data) }] };
   } catch (e) {
     if (e instanceof ServiceError) return failure(e.code, e.message, e.details);
-    ctx.logError?.(e, tool);
+    ctx.logError?.(loggableError(e), tool);
+    if (isDependencyDown(e)) return failure('SERVICE_UNAVAILABLE', 'The service cannot reach its database; try again shortly');
     return failure('INTERNAL_ERROR', 'Internal error');
   }
 }

@@ -1,0 +1,58 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { createService } from '../../src/server.ts';
+import { startTestIdp } from '../helpers/idp.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+
+describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', async () => {
+  const pgUp = await postgresAvailable();
+
+  test('the database is dropped under a running service', { skip: pgUp ? false : PG_SKIP }, async () => {
+    const db = await createTempPgDatabase();
+    const idp = await startTestIdp();
+    const lines: string[] = [];
+    const logStream = new Writable({ write: (c, _e, cb) => (lines.push(c.toString()), cb()) });
+    const svc = await createService(testConfig({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, LOG_LEVEL: 'info' }), { logStream });
+    try {
+      await svc.app.ready();
+      const jwt = await idp.token('down-user', { email: 'down@example.com' });
+      const k = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
+      assert.equal(k.statusCode, 201);
+      const key: string = k.json().data.key;
+      await db.drop();
+      for (const [url, token] of [['/api/v1/assets', key], ['/api/v1/keys', jwt]] as const) {
+        const r = await svc.app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } });
+        assert.equal(r.statusCode, 503, `${url}: ${r.body}`);
+        assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
+        assert.doesNotMatch(r.body, /ECONN|database ".*" does not exist|select|params/i);
+      }
+      // Public data needs no database: without a key it is still served.
+      assert.equal((await svc.app.inject({ method: 'GET', url: '/api/v1/regime' })).statusCode, 200);
+      // The log says what happened without the query parameters (key digests, user ids).
+      const log = lines.join('');
+      assert.match(log, /dependency unavailable/);
+      assert.doesNotMatch(log, /params:/);
+    } finally {
+      await svc.stop().catch(() => {});
+      await idp.close();
+    }
+  });
+
+  test('the identity provider cannot be reached: 503, and no failed-authentication count', async () => {
+    const idp = await startTestIdp();
+    const jwt = await idp.token('idp-down-user');
+    await idp.close();
+    const svc = await createService(testConfig({ AUTH_ISSUER: idp.issuer }));
+    try {
+      await svc.app.ready();
+      for (let i = 0; i < 25; i++) {
+        const r = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` }, remoteAddress: '10.77.0.1' });
+        assert.equal(r.statusCode, 503, r.body);
+        assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
+      }
+    } finally {
+      await svc.stop();
+    }
+  });
+});
