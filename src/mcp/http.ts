@@ -11,6 +11,12 @@ import { createMcpServer } from './tools.ts';
 /** Host names always accepted in `Host`/`Origin` by /mcp (loopback). */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
 
+/**
+ * Other MCP requests (initialize, tools/list, ping, notifications) per caller per minute: they
+ * do not count against the API quota, but each builds a server, so they are capped.
+ */
+export const MCP_CONTROL_REQUESTS_PER_MINUTE = 120;
+
 /** Query parameters that look like credentials: refused, tokens go in `Authorization` only. */
 const TOKEN_PARAMS = ['access_token', 'token', 'api_key', 'apikey', 'key', 'authorization'];
 
@@ -99,8 +105,19 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   });
   app.addHook('onRequest', deps.guard);
 
+  const control = deps.limiter.budget('mcp-control', MCP_CONTROL_REQUESTS_PER_MINUTE, 60);
+
   app.post('/mcp', { config: { auth: 'mcp' }, schema: { hide: true } }, async (req, reply) => {
     const caller = req.caller;
+    const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+    if (messages.some((m) => (m as { method?: unknown } | null)?.method !== 'tools/call')) {
+      const b = await control.consume(caller.subject);
+      if (!b.allowed) {
+        reply.header('Retry-After', String(b.retryAfterSec));
+        reply.headers(rateLimitHeaders(await deps.limiter.peek(caller.subject, caller.tier)));
+        return rpcError(reply, 429, -32000, `Too many MCP requests other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute`);
+      }
+    }
     let decision: LimitDecision | undefined;
     const server = createMcpServer({
       market: deps.market,

@@ -219,6 +219,19 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal(res.headers.get('x-ratelimit-remaining'), '40');
   });
 
+  test('requests other than tools/call are capped per caller without touching the quota', async () => {
+    const key = await makeKey('mcp-control', 'mcp-control@example.com');
+    const auth = { authorization: `Bearer ${key}` };
+    const statuses: number[] = [];
+    for (let i = 0; i < 121; i++) statuses.push((await rawMcp({ jsonrpc: '2.0', id: i, method: 'tools/list', params: {} }, auth)).status);
+    assert.ok(statuses.slice(0, 120).every((s) => s === 200));
+    assert.equal(statuses[120], 429);
+    // tools/call still works: it counts against the API quota, which is untouched.
+    const res = await rawMcp(callMsg('get_assets'), auth);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('x-ratelimit-remaining'), '49');
+  });
+
   test('Host and Origin are validated (DNS rebinding) and tokens in the query string are refused', async () => {
     const init = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
     assert.equal((await rawMcp(init, { origin: 'http://evil.example' })).status, 403);
