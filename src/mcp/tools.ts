@@ -26,6 +26,7 @@ import { ThesisHealthSchema, type ThesisHealthData, type ThesisService } from '.
 
 /** The names of the six MCP tools (DECISIONS.md "MCP server"). */
 export const TOOL_NAMES = ['get_signals', 'get_market_regime', 'get_chain_health', 'get_thesis_health', 'get_assets', 'get_signal_history'] as const;
+/** One of the six tool names. */
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 /** Server name and version announced at `initialize`. */

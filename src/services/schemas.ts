@@ -20,10 +20,14 @@ export function safeText(min: number, max: number) {
 }
 
 export const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/).describe('UTC calendar day, YYYY-MM-DD');
+/** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
 export const SignalLevel = z.enum(['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell']);
+/** BTC market regimes. */
 export const RegimeLevel = z.enum(['bull', 'bear', 'neutral']);
+/** Chains with health scores and metrics: Ethereum, Solana, Hyperliquid. */
 export const ChainId = z.enum(['eth', 'sol', 'hype']);
 
+/** One factor of a signal: raw value in `unit`, score -1..1, weight 0..1, contribution = weight * score. */
 export const FactorSchema = z.object({
   name: z.enum(['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'chain_health', 'regime']),
   value: z.union([z.number(), z.string()]).describe('The raw input the factor scored, in `unit`'),
@@ -36,8 +40,10 @@ export const FactorSchema = z.object({
   as_of: Day,
 });
 
+/** A factor the asset has no (fresh) data for, with the reason; never invented. */
 export const MissingFactorSchema = z.object({ name: z.string(), reason: z.string() });
 
+/** One asset's signal (GET /signals/{asset}; entries of GET /signals). Prices USD, changes %. */
 export const SignalEntrySchema = z.object({
   asset: z.string().describe('Canonical (CoinGecko) asset id'),
   symbol: z.string(),
@@ -54,11 +60,13 @@ export const SignalEntrySchema = z.object({
   missing_factors: z.array(MissingFactorSchema).optional().describe('With include_factors=true: factors without data, not invented'),
 });
 
+/** `data` of GET /signals. */
 export const SignalsDataSchema = z.object({
   signals: z.array(SignalEntrySchema),
   unavailable: z.array(z.object({ asset: z.string(), reason: z.string() })).describe('Assets with no data at the as-of day'),
 });
 
+/** `data` of GET /regime: the BTC regime, its conditions (RSI-14, Fear & Greed, momentum, funding rate per 8 h) and all signals. */
 export const RegimeDataSchema = z.object({
   regime: RegimeLevel,
   score: z.number().min(-1).max(1),
@@ -83,6 +91,7 @@ export const RegimeDataSchema = z.object({
   signals: z.array(SignalEntrySchema),
 });
 
+/** One chain's health (GET /chain-health/{asset}): score 0..100 (50 = normal) from metric z-scores, regime-adjusted. */
 export const ChainHealthSchema = z.object({
   chain: ChainId,
   name: z.string(),
@@ -99,8 +108,10 @@ export const ChainHealthSchema = z.object({
   as_of: Day.nullable(),
 });
 
+/** `data` of GET /chain-health. */
 export const ChainHealthListSchema = z.object({ chains: z.array(ChainHealthSchema) });
 
+/** `data` of GET /chain-metrics/{asset}: each metric's latest value with its 7-day change (absolute and %). */
 export const ChainMetricsSchema = z.object({
   chain: ChainId,
   name: z.string(),
@@ -117,6 +128,7 @@ export const ChainMetricsSchema = z.object({
   ),
 });
 
+/** One supported asset with its current signal and capability flags (GET /assets). */
 export const AssetEntrySchema = z.object({
   asset: z.string(),
   symbol: z.string(),
@@ -138,8 +150,10 @@ export const AssetEntrySchema = z.object({
   }),
 });
 
+/** `data` of GET /assets. */
 export const AssetsDataSchema = z.object({ assets: z.array(AssetEntrySchema) });
 
+/** One signal change with the factor snapshot computed point-in-time that day. */
 export const HistoryEntrySchema = z.object({
   changed_at: Day,
   signal: SignalLevel,
@@ -150,6 +164,7 @@ export const HistoryEntrySchema = z.object({
   factors: z.array(FactorSchema),
 });
 
+/** `data` of GET /signal-history/{asset}: changes newest first. */
 export const HistoryDataSchema = z.object({
   asset: z.string(),
   days: z.number().int(),
@@ -157,6 +172,7 @@ export const HistoryDataSchema = z.object({
   entries: z.array(HistoryEntrySchema).describe('Newest first'),
 });
 
+/** Types of the schemas above. */
 export type SignalEntry = z.infer<typeof SignalEntrySchema>;
 export type SignalsData = z.infer<typeof SignalsDataSchema>;
 export type RegimeData = z.infer<typeof RegimeDataSchema>;

@@ -73,8 +73,10 @@ export const ThesisInputSchema = z
       if (wrongSide) ctx.addIssue({ code: 'custom', path: ['target_price'], message: `must be ${t.direction === 'long' ? 'above' : 'below'} entry_price for a ${t.direction} thesis` });
     }
   });
+/** A POST /thesis body as sent (before defaults). */
 export type ThesisInputBody = z.input<typeof ThesisInputSchema>;
 
+/** A stored condition (DECISIONS.md "Thesis"). */
 export const ConditionSchema = z.object({
   id: z.string(),
   metric: z.enum(THESIS_METRICS),
@@ -99,8 +101,10 @@ export const ThesisSchema = z.object({
   created_at: z.string(),
   updated_at: z.string(),
 });
+/** A stored thesis as returned by the thesis routes. */
 export type Thesis = z.infer<typeof ThesisSchema>;
 
+/** `data` of GET /thesis. */
 export const ThesisListSchema = z.object({ theses: z.array(ThesisSchema) });
 
 /** GET /thesis/{id}/health (DECISIONS.md "Thesis"; method in docs/methodology.md). */
@@ -132,6 +136,7 @@ export const ThesisHealthSchema = z.object({
   evaluated_at: z.string().describe('Wall-clock time of the evaluation, ISO 8601 UTC'),
   as_of: z.string().describe('Day of the market data used'),
 });
+/** `data` of GET /thesis/{id}/health. */
 export type ThesisHealthData = z.infer<typeof ThesisHealthSchema>;
 
 function iso(ts: string): string {
