@@ -12,7 +12,7 @@ const isoDate = /^\d{4}-\d{2}-\d{2}$/;
  * service on the bundled dataset and the embedded PGlite database.
  */
 const EnvSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  PORT: z.coerce.number({ error: 'must be a port number 0..65535' }).int({ error: 'must be a port number 0..65535' }).min(0, { error: 'must be a port number 0..65535' }).max(65535, { error: 'must be a port number 0..65535' }).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   /** PostgreSQL URL; when unset the embedded PGlite database in PGLITE_DIR is used. */
   DATABASE_URL: z
