@@ -59,6 +59,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // One access-log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     trustProxy: trustProxy(deps.config.TRUST_PROXY),
+    // Errors Fastify raises before routing (bad percent-encoding, a too long path parameter)
+    // get the envelope too.
+    frameworkErrors: (err, req, reply) => {
+      const code = (err as { code?: string }).code;
+      const message =
+        code === 'FST_ERR_BAD_URL' ? 'Malformed URL: invalid percent-encoding' : code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is too long (at most 100 characters)' : null;
+      if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, deps.market.asOf);
+      req.log.error({ err }, 'framework error');
+      return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, deps.market.asOf);
+    },
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);

@@ -245,6 +245,20 @@ describe('GET /api/v1/signal-history/{asset}', () => {
 });
 
 describe('errors, docs and probes', () => {
+  test('malformed URLs, over-long path parameters and control characters are 400 in the envelope', async () => {
+    expectError(await get('/api/v1/chain-health/%E0%A4%A'), 400, 'INVALID_PARAMETER');
+    expectError(await get(`/api/v1/signals/${'a'.repeat(300)}`), 400, 'INVALID_PARAMETER');
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/v1/thesis',
+      headers: { authorization: `Bearer ${proKey}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ asset: 'btc', direction: 'long', title: 'a\u0000b' }),
+      remoteAddress: '10.0.200.1',
+    });
+    expectError({ status: res.statusCode, body: res.json() }, 400, 'INVALID_PARAMETER');
+    assert.match(res.json().error.message, /title/);
+  });
+
   test('unknown route is a 404 in the envelope', async () => {
     const r = await get('/api/v1/nope');
     expectError(r, 404, 'NOT_FOUND');
