@@ -135,6 +135,9 @@ export function createGuard(deps: GuardDeps) {
       caller = await identify(req, mode);
     } catch (e) {
       if (e instanceof ServiceError && e.code === 'UNAUTHORIZED') return refuse(req, reply, e);
+      // A dependency failed while identifying the caller (503/500 from the error handler):
+      // the response still carries the rate-limit headers, of the client address.
+      reply.headers(rateLimitHeaders(await deps.limiter.peek(`ip:${req.ip}`, 'unauthenticated')));
       throw e;
     }
     req.caller = caller;

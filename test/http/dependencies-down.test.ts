@@ -26,6 +26,7 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
         assert.equal(r.statusCode, 503, `${url}: ${r.body}`);
         assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
         assert.doesNotMatch(r.body, /ECONN|database ".*" does not exist|select|params/i);
+        assert.ok(r.headers['x-ratelimit-limit'] && r.headers['x-service-tier'], 'rate-limit headers on the 503');
       }
       // Public data needs no database: without a key it is still served.
       assert.equal((await svc.app.inject({ method: 'GET', url: '/api/v1/regime' })).statusCode, 200);
@@ -50,6 +51,7 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
         const r = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` }, remoteAddress: '10.77.0.1' });
         assert.equal(r.statusCode, 503, r.body);
         assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
+        assert.ok(r.headers['x-ratelimit-limit'], 'rate-limit headers on the 503');
       }
     } finally {
       await svc.stop();
