@@ -70,22 +70,20 @@ async function start(args: string[], env: Record<string, string> = {}): Promise<
   throw new Error(`${args.join(' ')} did not listen on ${port} within 60 s`);
 }
 
-/** Peak resident set size of a process so far (VmHWM), MB. */
-function peakRssMb(pid: number): number {
+/** A process's peak (VmHWM) and current (VmRSS) resident set size, MB. */
+function memMb(pid: number): { peak: number; now: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return kb / 1024;
+  const mb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
+  return { peak: mb('VmHWM'), now: mb('VmRSS') };
 }
 
-/** Current resident set size (VmRSS), MB. */
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-}
+/** Peak resident set size of a process so far, MB. */
+const peakRssMb = (pid: number) => memMb(pid).peak;
 
 /** Memory of a service run: peak during start-up, peak overall, and resident after the load. */
 function memLine(pid: number, startupPeak: number): string {
-  return `peak ${peakRssMb(pid).toFixed(0)} MB (start-up peak ${startupPeak.toFixed(0)} MB), resident after load ${rssMb(pid).toFixed(0)} MB`;
+  const m = memMb(pid);
+  return `peak ${m.peak.toFixed(0)} MB (start-up peak ${startupPeak.toFixed(0)} MB), resident after load ${m.now.toFixed(0)} MB`;
 }
 
 interface LoadOpts {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -111,9 +111,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
   });
 
-  app.setNotFoundHandler((req, reply) =>
-    sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf),
-  );
+  const notFound = (req: FastifyRequest, reply: FastifyReply) =>
+    sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf);
+  app.setNotFoundHandler(notFound);
 
   await app.register(fastifySwagger, {
     openapi: {
@@ -149,9 +149,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(
     async (v1) => {
       v1.addHook('onRequest', guard);
-      v1.setNotFoundHandler((req, reply) =>
-        sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf),
-      );
+      // Its own handler so unknown /api/v1 routes pass the guard (rate-limit headers).
+      v1.setNotFoundHandler(notFound);
       v1.get('/openapi.json', { schema: { hide: true }, config: { auth: 'none' } }, async () => app.swagger());
       await v1.register(marketRoutes, { market: deps.market });
       await v1.register(keyRoutes, { keys: deps.keys, asOf });

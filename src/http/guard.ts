@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { looksLikeApiKey } from '../auth/api-keys.ts';
 import { IdentityProviderUnavailableError } from '../auth/jwt.ts';
-import { HISTORY_TIERS, type Tier } from '../auth/tiers.ts';
+import type { Tier } from '../auth/tiers.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import type { KeyService } from '../services/keys.ts';
+import type { KeyCaller, KeyService, UserIdentity } from '../services/keys.ts';
 import type { UsageTracker } from '../services/usage.ts';
 import { sendError } from './envelope.ts';
 import { ServiceError } from './errors.ts';
@@ -31,6 +31,23 @@ declare module 'fastify' {
     /** Tiers allowed on the route (default all). */
     tiers?: readonly Tier[];
   }
+}
+
+/** The caller a valid API key stands for (REST guard and the stdio MCP server alike). */
+export function keyCaller(k: KeyCaller): Caller {
+  return { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+}
+
+/**
+ * The signed-in user behind a request the guard admitted with an API key or a JWT (routes
+ * with auth `jwt` or `user`).
+ * @throws Error when the route let an anonymous caller through (a routing bug).
+ */
+export function signedInUser(req: FastifyRequest): UserIdentity {
+  const c = req.caller;
+  if (c.kind === 'jwt') return { userId: c.userId, email: c.email };
+  if (c.kind === 'key') return { userId: c.userId, email: null };
+  throw new Error('guard let an anonymous caller through to a user route');
 }
 
 /** Verifies a JWT; throws on any failure. */
@@ -66,13 +83,14 @@ export function createGuard(deps: GuardDeps) {
   const authFailures = deps.limiter.budget('auth-fail', AUTH_FAILURES_PER_MINUTE, 60);
   const perUser = deps.limiter.budget('user', USER_REQUESTS_PER_MINUTE, 60);
 
-  async function tooManyFailures(req: FastifyRequest, reply: FastifyReply, retryAfterSec: number): Promise<FastifyReply> {
+  /** 429 RATE_LIMITED with Retry-After and `details: {window, limit, reset}`. */
+  function rateLimited(req: FastifyRequest, reply: FastifyReply, message: string, window: 'minute' | 'day', limit: number, reset: Date, retryAfterSec: number): FastifyReply {
     reply.header('Retry-After', String(retryAfterSec));
-    return sendError(req, reply, 429, 'RATE_LIMITED', 'Too many failed authentication attempts from this address', {
-      window: 'minute',
-      limit: AUTH_FAILURES_PER_MINUTE,
-      reset: new Date(Date.now() + retryAfterSec * 1000).toISOString(),
-    }, deps.asOf);
+    return sendError(req, reply, 429, 'RATE_LIMITED', message, { window, limit, reset: reset.toISOString() }, deps.asOf);
+  }
+
+  function tooManyFailures(req: FastifyRequest, reply: FastifyReply, retryAfterSec: number): FastifyReply {
+    return rateLimited(req, reply, 'Too many failed authentication attempts from this address', 'minute', AUTH_FAILURES_PER_MINUTE, new Date(Date.now() + retryAfterSec * 1000), retryAfterSec);
   }
 
   async function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError): Promise<FastifyReply> {
@@ -100,8 +118,7 @@ export function createGuard(deps: GuardDeps) {
     const token = m[1]!;
     if (looksLikeApiKey(token)) {
       if (mode === 'jwt') throw new ServiceError('UNAUTHORIZED', 'Key management takes the JWT of a signed-in user, not an API key', { reason: 'wrong_credential' });
-      const k = await deps.keys.authenticate(token);
-      return { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+      return keyCaller(await deps.keys.authenticate(token));
     }
     if (mode === 'api' || mode === 'key' || mode === 'none' || mode === 'mcp' || !deps.jwt) {
       throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'malformed' });
@@ -159,11 +176,7 @@ export function createGuard(deps: GuardDeps) {
         }),
       );
       if (!b.allowed) {
-        return sendError(req, reply, 429, 'RATE_LIMITED', `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`, {
-          window: 'minute',
-          limit: USER_REQUESTS_PER_MINUTE,
-          reset: new Date(now + b.retryAfterSec * 1000).toISOString(),
-        }, deps.asOf);
+        return rateLimited(req, reply, `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`, 'minute', USER_REQUESTS_PER_MINUTE, new Date(now + b.retryAfterSec * 1000), b.retryAfterSec);
       }
       return;
     }
@@ -184,15 +197,11 @@ export function createGuard(deps: GuardDeps) {
     const d: LimitDecision = await deps.limiter.consume(caller.subject, caller.tier);
     reply.headers(rateLimitHeaders(d));
     if (!d.allowed) {
+      // rateLimitHeaders already set Retry-After from the decision.
       const x = d.exceeded!;
-      return sendError(req, reply, 429, 'RATE_LIMITED', `Rate limit exceeded: ${x.limit} requests per ${x.window} for the ${caller.tier} tier`, {
-        window: x.window,
-        limit: x.limit,
-        reset: x.reset.toISOString(),
-      }, deps.asOf);
+      return rateLimited(req, reply, `Rate limit exceeded: ${x.limit} requests per ${x.window} for the ${caller.tier} tier`, x.window, x.limit, x.reset, x.retryAfterSec);
     }
     if (caller.kind === 'key') deps.usage.record(caller.keyId);
   };
 }
 
-export { HISTORY_TIERS };

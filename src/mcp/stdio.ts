@@ -1,6 +1,6 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Config } from '../config.ts';
-import type { Caller } from '../http/guard.ts';
+import { keyCaller, type Caller } from '../http/guard.ts';
 import { ServiceError } from '../http/errors.ts';
 import { createService } from '../server.ts';
 import { createMcpServer } from './tools.ts';
@@ -21,8 +21,7 @@ export async function runStdio(config: Config, apiKey: string | undefined): Prom
   let caller: Caller;
   try {
     if (apiKey) {
-      const k = await svc.keys.authenticate(apiKey);
-      caller = { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+      caller = keyCaller(await svc.keys.authenticate(apiKey));
     } else {
       caller = { kind: 'anonymous', tier: 'unauthenticated', subject: 'stdio' };
     }
@@ -38,8 +37,7 @@ export async function runStdio(config: Config, apiKey: string | undefined): Prom
     // The key is checked again on every call: revoked or re-tiered keys count at once.
     reauthenticate: async () => {
       if (!apiKey) return caller;
-      const k = await svc.keys.authenticate(apiKey);
-      caller = { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+      caller = keyCaller(await svc.keys.authenticate(apiKey));
       return caller;
     },
     consume: () => svc.limiter.consume(caller.subject, caller.tier),

@@ -173,10 +173,11 @@ async function run<T extends object>(
  * as ours: arguments -> INVALID_PARAMETER with the SDK's message (it names the field),
  * unknown tool -> NOT_FOUND, anything else -> INTERNAL_ERROR without internals.
  */
-function sdkToolError(message: string): CallToolResult {
+function sdkToolError(message: string, logError: (err: unknown) => void): CallToolResult {
   const text = message.replace(/^MCP error -?\d+: /, '');
   if (text.startsWith('Input validation error')) return failure('INVALID_PARAMETER', text);
   if (/^Tool \S+ not found$/.test(text)) return failure('NOT_FOUND', text);
+  logError(new Error(message));
   return failure('INTERNAL_ERROR', 'Internal error');
 }
 
@@ -222,11 +223,8 @@ export function createMcpServer(ctx: ToolContext): McpServer {
   });
   const { market, theses } = ctx;
   // createToolError is private in the SDK's types; it formats every error the SDK catches.
-  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => {
-    const r = sdkToolError(message);
-    if (r.content[0]?.type === 'text' && r.content[0].text.includes('"INTERNAL_ERROR"')) ctx.logError?.(new Error(message), 'sdk');
-    return r;
-  };
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) =>
+    sdkToolError(message, (err) => ctx.logError?.(err, 'sdk'));
 
   server.registerTool(
     'get_signals',

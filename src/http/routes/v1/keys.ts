@@ -1,9 +1,10 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { TIERS } from '../../../auth/tiers.ts';
-import type { KeyService, UserIdentity } from '../../../services/keys.ts';
+import type { KeyService } from '../../../services/keys.ts';
 import { ErrorEnvelopeSchema, okEnvelope, sendOk } from '../../envelope.ts';
+import { signedInUser } from '../../guard.ts';
 import { safeText } from '../../../services/schemas.ts';
 
 const Tier = z.enum(TIERS);
@@ -37,12 +38,6 @@ export const RevokedKeySchema = z.object({ id: z.uuid(), status: z.literal('revo
 const errors = { 400: ErrorEnvelopeSchema, 401: ErrorEnvelopeSchema, 404: ErrorEnvelopeSchema, 409: ErrorEnvelopeSchema, 429: ErrorEnvelopeSchema };
 const jwtOnly = [{ bearerJwt: [] }];
 
-function user(req: FastifyRequest): UserIdentity {
-  const c = req.caller;
-  if (c.kind !== 'jwt') throw new Error('guard let a non-JWT caller through');
-  return { userId: c.userId, email: c.email };
-}
-
 /** Key management (JWT of a signed-in user only): POST /keys/create, GET /keys, POST /keys/revoke. */
 export async function keyRoutes(app: FastifyInstance, opts: { keys: KeyService; asOf: string }): Promise<void> {
   const r = app.withTypeProvider<ZodTypeProvider>();
@@ -59,14 +54,14 @@ export async function keyRoutes(app: FastifyInstance, opts: { keys: KeyService; 
       response: { 201: okEnvelope(CreatedKeySchema), ...errors },
     },
   }, async (req, reply) => {
-    const created = await keys.create(user(req), req.body?.name);
+    const created = await keys.create(signedInUser(req), req.body?.name);
     return sendOk(req, reply, JSON.stringify(created), false, asOf, 201);
   });
 
   r.get('/keys', {
     config: { auth: 'jwt' },
     schema: { tags: ['keys'], summary: "List the user's keys with usage", security: jwtOnly, response: { 200: okEnvelope(KeyListSchema), ...errors } },
-  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await keys.list(user(req))), false, asOf));
+  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await keys.list(signedInUser(req))), false, asOf));
 
   r.post('/keys/revoke', {
     config: { auth: 'jwt' },
@@ -77,5 +72,5 @@ export async function keyRoutes(app: FastifyInstance, opts: { keys: KeyService; 
       body: z.object({ key_id: z.uuid({ error: 'must be a UUID' }) }),
       response: { 200: okEnvelope(RevokedKeySchema), ...errors },
     },
-  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await keys.revoke(user(req), req.body.key_id)), false, asOf));
+  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await keys.revoke(signedInUser(req), req.body.key_id)), false, asOf));
 }

@@ -1,20 +1,13 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { ThesisHealthSchema, ThesisInputSchema, ThesisListSchema, ThesisSchema, type ThesisService } from '../../../services/theses.ts';
 import { ErrorEnvelopeSchema, okEnvelope, sendOk } from '../../envelope.ts';
+import { signedInUser } from '../../guard.ts';
 
 const errors = { 400: ErrorEnvelopeSchema, 401: ErrorEnvelopeSchema, 404: ErrorEnvelopeSchema, 429: ErrorEnvelopeSchema, 500: ErrorEnvelopeSchema };
 const keyOrJwt: { [name: string]: string[] }[] = [{ bearerApiKey: [] }, { bearerJwt: [] }];
 const IdParam = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });
-
-/** The owner behind an API key or a JWT (the guard admits nothing else on these routes). */
-function owner(req: FastifyRequest): { userId: string; email: string | null } {
-  const c = req.caller;
-  if (c.kind === 'jwt') return { userId: c.userId, email: c.email };
-  if (c.kind === 'key') return { userId: c.userId, email: null };
-  throw new Error('guard let an anonymous caller through to a thesis route');
-}
 
 /**
  * Thesis routes (API key or JWT; owner only, another user's thesis is 404): POST /thesis,
@@ -35,7 +28,7 @@ export async function thesisRoutes(app: FastifyInstance, opts: { theses: ThesisS
       response: { 201: okEnvelope(ThesisSchema), ...errors },
     },
   }, async (req, reply) => {
-    const o = owner(req);
+    const o = signedInUser(req);
     const t = await theses.create(o.userId, o.email, req.body);
     return sendOk(req, reply, JSON.stringify(t), false, asOf, 201);
   });
@@ -43,12 +36,12 @@ export async function thesisRoutes(app: FastifyInstance, opts: { theses: ThesisS
   r.get('/thesis', {
     config: { auth: 'user' },
     schema: { tags: ['thesis'], summary: "List the caller's theses", security: keyOrJwt, response: { 200: okEnvelope(ThesisListSchema), ...errors } },
-  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.list(owner(req).userId)), false, asOf));
+  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.list(signedInUser(req).userId)), false, asOf));
 
   r.get('/thesis/:id', {
     config: { auth: 'user' },
     schema: { tags: ['thesis'], summary: 'One thesis (owner only)', security: keyOrJwt, params: IdParam, response: { 200: okEnvelope(ThesisSchema), ...errors } },
-  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.get(owner(req).userId, req.params.id)), false, asOf));
+  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.get(signedInUser(req).userId, req.params.id)), false, asOf));
 
   r.delete('/thesis/:id', {
     config: { auth: 'user' },
@@ -59,7 +52,7 @@ export async function thesisRoutes(app: FastifyInstance, opts: { theses: ThesisS
       params: IdParam,
       response: { 200: okEnvelope(z.object({ id: z.string(), deleted: z.literal(true) })), ...errors },
     },
-  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.delete(owner(req).userId, req.params.id)), false, asOf));
+  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.delete(signedInUser(req).userId, req.params.id)), false, asOf));
 
   r.get('/thesis/:id/health', {
     config: { auth: 'user' },
@@ -71,5 +64,5 @@ export async function thesisRoutes(app: FastifyInstance, opts: { theses: ThesisS
       params: IdParam,
       response: { 200: okEnvelope(ThesisHealthSchema), ...errors },
     },
-  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.health(owner(req).userId, req.params.id)), false, asOf));
+  }, async (req, reply) => sendOk(req, reply, JSON.stringify(await theses.health(signedInUser(req).userId, req.params.id)), false, asOf));
 }
