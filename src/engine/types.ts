@@ -35,21 +35,20 @@ export interface MetricPoint {
   value: number;
 }
 
+/** The five signal levels, strongest buy first (the scale of TradingView's technical ratings). */
+export const SIGNAL_LEVELS = ['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell'] as const;
 /** Five-level signal on the scale of TradingView's technical ratings. */
-export type SignalLevel = 'strong_buy' | 'buy' | 'neutral' | 'sell' | 'strong_sell';
+export type SignalLevel = (typeof SIGNAL_LEVELS)[number];
 
+/** BTC market regimes. */
+export const REGIME_LEVELS = ['bull', 'bear', 'neutral'] as const;
 /** BTC market regime. */
-export type RegimeLevel = 'bull' | 'bear' | 'neutral';
+export type RegimeLevel = (typeof REGIME_LEVELS)[number];
 
+/** Names of the factors a signal may be built from (docs/methodology.md, "Signal"). */
+export const FACTOR_NAMES = ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'chain_health', 'regime'] as const;
 /** Names of the factors a signal may be built from. */
-export type FactorName =
-  | 'trend'
-  | 'momentum'
-  | 'rsi'
-  | 'fear_greed'
-  | 'funding_rate'
-  | 'chain_health'
-  | 'regime';
+export type FactorName = (typeof FACTOR_NAMES)[number];
 
 /**
  * One factor of a signal. `score` is in [-1, 1] (positive = bullish), `weight` in [0, 1]
@@ -89,9 +88,15 @@ export interface SignalResult {
   as_of: string;
 }
 
-export type RsiState = 'oversold' | 'neutral' | 'overbought';
-export type MomentumState = 'positive' | 'neutral' | 'negative';
-export type FundingState = 'negative' | 'neutral' | 'elevated' | 'extreme';
+/** RSI-14 zones: below 30 oversold, above 70 overbought (Wilder). */
+export const RSI_STATES = ['oversold', 'neutral', 'overbought'] as const;
+export type RsiState = (typeof RSI_STATES)[number];
+/** Momentum of the 30-day return and the price against its SMA-200. */
+export const MOMENTUM_STATES = ['positive', 'neutral', 'negative'] as const;
+export type MomentumState = (typeof MOMENTUM_STATES)[number];
+/** Funding-rate zones (fraction per 8 h; thresholds in docs/methodology.md). */
+export const FUNDING_STATES = ['negative', 'neutral', 'elevated', 'extreme'] as const;
+export type FundingState = (typeof FUNDING_STATES)[number];
 
 /** Conditions of the BTC regime as of one date; a condition is null where its data is missing. */
 export interface RegimeConditions {
@@ -123,8 +128,12 @@ export interface RegimeResult {
   conditions: RegimeConditions;
 }
 
-export type ChainId = 'eth' | 'sol' | 'hype';
-export type ChainStatus = 'strong' | 'healthy' | 'neutral' | 'weak' | 'critical' | 'insufficient_data';
+/** Chains with health scores and metrics: Ethereum, Solana, Hyperliquid. */
+export const CHAIN_IDS = ['eth', 'sol', 'hype'] as const;
+export type ChainId = (typeof CHAIN_IDS)[number];
+/** Chain health statuses, strongest first; `insufficient_data` when no metric is fresh. */
+export const CHAIN_STATUSES = ['strong', 'healthy', 'neutral', 'weak', 'critical', 'insufficient_data'] as const;
+export type ChainStatus = (typeof CHAIN_STATUSES)[number];
 
 /** One metric's part in a chain health score. */
 export interface ChainHealthComponent {
