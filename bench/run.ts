@@ -23,7 +23,8 @@ import { generateKey } from '../src/auth/api-keys.ts';
 import { TIER_LIMITS } from '../src/auth/tiers.ts';
 import { DatasetProvider } from '../src/providers/dataset/dataset.ts';
 import { MarketService } from '../src/services/market.ts';
-import { AccountRepo } from '../src/store/account-repo.ts';
+import { KeyRepo } from '../src/store/key-repo.ts';
+import { UserRepo } from '../src/store/user-repo.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
 
@@ -126,15 +127,16 @@ async function load(url: string, o: LoadOpts = {}): Promise<{ rps: number; p99: 
 async function keyPool(dir: string, n: number, tag: string, databaseUrl?: string): Promise<string[]> {
   const db = await openDatabase({ pgliteDir: dir, databaseUrl });
   try {
-    const repo = new AccountRepo(db.db);
+    const users = new UserRepo(db.db);
+    const keyRepo = new KeyRepo(db.db);
     const keys: string[] = [];
     for (let u = 0; keys.length < n; u++) {
       const email = `bench-${tag}-${u}@example.com`;
-      await repo.ensureUser(`bench-${tag}-${u}`, email);
-      await repo.setTierByEmail(email, 'api');
+      await users.ensureUser(`bench-${tag}-${u}`, email);
+      await users.setTierByEmail(email, 'api');
       for (let k = 0; k < 5 && keys.length < n; k++) {
         const g = generateKey();
-        await repo.createKey(`bench-${tag}-${u}`, 'bench', g.prefix, g.hash, 5);
+        await keyRepo.createKey(`bench-${tag}-${u}`, 'bench', g.prefix, g.hash, 5);
         keys.push(g.key);
       }
     }

@@ -5,7 +5,7 @@ import { createService } from './server.ts';
 import { PLAN_TIERS } from './auth/tiers.ts';
 import { DatabaseInUseError, openDatabase } from './store/db.ts';
 import { ServiceError } from './http/errors.ts';
-import { AccountRepo } from './store/account-repo.ts';
+import { UserRepo } from './store/user-repo.ts';
 
 const USAGE = `Usage: npm run cli -- <command> [options]
 
@@ -85,13 +85,14 @@ async function main(): Promise<void> {
   }
   if (cmd === 'users' && positionals[1] === 'set-tier') {
     const [email, tier] = positionals.slice(2);
-    if (!email || !tier || !(PLAN_TIERS as readonly string[]).includes(tier)) {
+    const plan = PLAN_TIERS.find((t) => t === tier);
+    if (!email || !plan) {
       process.stderr.write(`Usage: npm run cli -- users set-tier EMAIL ${PLAN_TIERS.join('|')}\n`);
       process.exit(2);
     }
     const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
     try {
-      const n = await new AccountRepo(db.db).setTierByEmail(email, tier);
+      const n = await new UserRepo(db.db).setTierByEmail(email, plan);
       if (n === 0) {
         process.stderr.write(`No user with email ${email} (a user appears after their first key creation or thesis).\n`);
         process.exitCode = 1;

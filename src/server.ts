@@ -5,7 +5,6 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { ConfigError, type Config } from './config.ts';
 import { createJwtVerifier } from './auth/jwt.ts';
-import type { Tier } from './auth/tiers.ts';
 import { buildApp } from './http/app.ts';
 import { loggableError } from './http/errors.ts';
 import { hostName } from './mcp/http.ts';
@@ -16,16 +15,19 @@ import { KeyService } from './services/keys.ts';
 import { MarketService } from './services/market.ts';
 import { ThesisService } from './services/theses.ts';
 import { UsageTracker } from './services/usage.ts';
-import { AccountRepo } from './store/account-repo.ts';
+import { KeyRepo } from './store/key-repo.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { HistoryRepo } from './store/history-repo.ts';
+import { ThesisRepo } from './store/thesis-repo.ts';
+import { UserRepo } from './store/user-repo.ts';
 
 /** A built service: the app (not listening yet), its parts, and a way to stop everything. */
 export interface Service {
   app: FastifyInstance;
   market: MarketService;
   database: Database;
-  accounts: AccountRepo;
+  /** The account repositories (users, API keys, theses). */
+  repos: { users: UserRepo; keys: KeyRepo; theses: ThesisRepo };
   keys: KeyService;
   theses: ThesisService;
   usage: UsageTracker;
@@ -96,14 +98,14 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
   try {
     const provider = new DatasetProvider(config.DATA_DIR);
     const market = await MarketService.create(provider, new HistoryRepo(database.db), config.AS_OF);
-    const accounts = new AccountRepo(database.db);
+    const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db) };
     let logger: FastifyInstance['log'] | null = null;
     const log = (msg: string, err?: unknown) => (err ? logger?.warn({ err }, msg) : logger?.info(msg));
-    usage = new UsageTracker(accounts, config.USAGE_FLUSH_MS, (e) => logger?.error({ err: loggableError(e) }, 'usage flush failed; will retry'));
+    usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) => logger?.error({ err: loggableError(e) }, 'usage flush failed; will retry'));
     redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
     const limiter = new TierRateLimiter(redis);
-    const keys = new KeyService(accounts, usage, database.kind === 'pglite');
-    const theses = new ThesisService(accounts, market);
+    const keys = new KeyService(repos.keys, repos.users, usage, database.kind === 'pglite');
+    const theses = new ThesisService(repos.theses, repos.users, market);
 
     const publicUrl = (opts.publicUrl ?? config.PUBLIC_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
     let jwt: JwtCheck | null = null;
@@ -125,7 +127,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
         },
         limiter,
         usage,
-        userTier: async (id) => (await accounts.userTier(id)) as Tier | null,
+        userTier: (id) => repos.users.userTier(id),
         asOf: market.asOf,
       },
       extra: async (a) => {
@@ -151,7 +153,7 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
       app,
       market,
       database,
-      accounts,
+      repos,
       keys,
       theses,
       usage: u,

@@ -1,7 +1,8 @@
 import { generateKey, hashKey, keyFormatError } from '../auth/api-keys.ts';
 import type { PlanTier, Tier } from '../auth/tiers.ts';
 import { ServiceError } from '../http/errors.ts';
-import type { AccountRepo, KeyRow } from '../store/account-repo.ts';
+import type { KeyRepo, KeyRow } from '../store/key-repo.ts';
+import type { UserRepo } from '../store/user-repo.ts';
 import type { UsageTracker } from './usage.ts';
 
 /** At most this many active keys per user (service-spec.md "Limits"). */
@@ -56,7 +57,12 @@ export class KeyService {
   #generation = 0;
 
   /** @param cache true only when this process is the database's only user (PGlite). */
-  constructor(private readonly repo: AccountRepo, private readonly usage: UsageTracker, private readonly cache = false) {}
+  constructor(
+    private readonly keys: KeyRepo,
+    private readonly users: UserRepo,
+    private readonly usage: UsageTracker,
+    private readonly cache = false,
+  ) {}
 
   /** Drops the cached look-ups of one key, or all of them. */
   #evict(keyId: string | 'all'): void {
@@ -71,13 +77,13 @@ export class KeyService {
    * @throws ServiceError KEY_LIMIT_REACHED when the user already has 5 active keys.
    */
   async create(user: UserIdentity, name: string | undefined): Promise<{ id: string; key: string; prefix: string; name: string; tier: Tier; created_at: string }> {
-    const u = await this.repo.ensureUser(user.userId, user.email);
+    const u = await this.users.ensureUser(user.userId, user.email);
     const k = generateKey();
-    const row = await this.repo.createKey(user.userId, name ?? 'default', k.prefix, k.hash, MAX_ACTIVE_KEYS);
+    const row = await this.keys.createKey(user.userId, name ?? 'default', k.prefix, k.hash, MAX_ACTIVE_KEYS);
     if (!row) {
       throw new ServiceError('KEY_LIMIT_REACHED', `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first`, { max_active_keys: MAX_ACTIVE_KEYS });
     }
-    return { id: row.id, key: k.key, prefix: row.prefix, name: row.name, tier: u.tier as Tier, created_at: iso(row.createdAt)! };
+    return { id: row.id, key: k.key, prefix: row.prefix, name: row.name, tier: u.tier, created_at: iso(row.createdAt)! };
   }
 
   #view(r: KeyRow, tier: Tier, today: string): KeyView {
@@ -98,9 +104,9 @@ export class KeyService {
 
   /** The user's keys with usage (this instance's unflushed counts included); never the key. */
   async list(user: UserIdentity): Promise<{ keys: KeyView[] }> {
-    const tier = ((await this.repo.userTier(user.userId)) ?? 'free') as Tier;
+    const tier = (await this.users.userTier(user.userId)) ?? 'free';
     const today = new Date().toISOString().slice(0, 10);
-    return { keys: (await this.repo.listKeys(user.userId)).map((r) => this.#view(r, tier, today)) };
+    return { keys: (await this.keys.listKeys(user.userId)).map((r) => this.#view(r, tier, today)) };
   }
 
   /**
@@ -108,7 +114,7 @@ export class KeyService {
    * @throws ServiceError NOT_FOUND when the user has no key with this id (also another user's key).
    */
   async revoke(user: UserIdentity, keyId: string): Promise<{ id: string; status: 'revoked'; revoked_at: string }> {
-    const row = await this.repo.revokeKey(user.userId, keyId);
+    const row = await this.keys.revokeKey(user.userId, keyId);
     if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
     this.#evict(row.id);
     return { id: row.id, status: 'revoked', revoked_at: iso(row.revokedAt)! };
@@ -120,7 +126,7 @@ export class KeyService {
    * @returns the number of users changed (0 when no user has this email).
    */
   async setTier(email: string, tier: PlanTier): Promise<number> {
-    const n = await this.repo.setTierByEmail(email, tier);
+    const n = await this.users.setTierByEmail(email, tier);
     this.#evict('all');
     return n;
   }
@@ -137,10 +143,10 @@ export class KeyService {
     const hit = this.cache ? this.#cache.get(hash) : undefined;
     if (hit && now - hit.at < KEY_CACHE_TTL_MS) return hit.caller;
     const generation = this.#generation;
-    const found = await this.repo.findKey(hash);
+    const found = await this.keys.findKey(hash);
     if (!found) throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'unknown' });
     if (found.status !== 'active') throw new ServiceError('UNAUTHORIZED', 'This API key has been revoked', { reason: 'revoked' });
-    const caller: KeyCaller = { keyId: found.keyId, userId: found.userId, tier: found.tier as Tier };
+    const caller: KeyCaller = { keyId: found.keyId, userId: found.userId, tier: found.tier };
     if (this.cache && generation === this.#generation) {
       this.#cache.delete(hash);
       if (this.#cache.size >= KEY_CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value!);

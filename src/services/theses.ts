@@ -12,7 +12,8 @@ import {
 } from '../engine/thesis.ts';
 import { resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../http/errors.ts';
-import type { AccountRepo, ThesisRow } from '../store/account-repo.ts';
+import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
+import type { UserRepo } from '../store/user-repo.ts';
 import type { MarketService } from './market.ts';
 import { SignalLevel, RegimeLevel, safeText } from './schemas.ts';
 
@@ -155,7 +156,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * thesis is indistinguishable from a missing one (404 NOT_FOUND).
  */
 export class ThesisService {
-  constructor(private readonly repo: AccountRepo, private readonly market: MarketService) {}
+  constructor(
+    private readonly repo: ThesisRepo,
+    private readonly users: UserRepo,
+    private readonly market: MarketService,
+  ) {}
 
   #view(r: ThesisRow): Thesis {
     const a = resolveAsset(r.asset)!;
@@ -164,14 +169,14 @@ export class ThesisService {
       asset: a.asset,
       symbol: a.symbol,
       name: a.name,
-      direction: r.direction as Thesis['direction'],
+      direction: r.direction,
       title: r.title,
       entry_price: r.entryPrice,
       target_price: r.targetPrice,
       stop_price: r.stopPrice,
       horizon_days: r.horizonDays,
       // jsonb does not keep key order: rebuild each condition in the documented order.
-      conditions: (r.conditions as ThesisCondition[]).map((c) => ({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind })),
+      conditions: r.conditions.map((c) => ({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind })),
       created_at: iso(r.createdAt),
       updated_at: iso(r.updatedAt),
     };
@@ -185,7 +190,7 @@ export class ThesisService {
     const a = resolveAsset(input.asset);
     if (!a) throw new ServiceError('INVALID_PARAMETER', `Invalid body field 'asset': asset '${input.asset}' is not supported (see GET /api/v1/assets)`, { field: 'asset' });
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({ id: c.id ?? randomUUID(), metric: c.metric, operator: c.operator, value: c.value, kind: c.kind }));
-    await this.repo.ensureUser(userId, email);
+    await this.users.ensureUser(userId, email);
     const row = await this.repo.createThesis({
       userId,
       asset: a.asset,

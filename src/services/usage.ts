@@ -1,4 +1,10 @@
-import type { AccountRepo, UsageDelta } from '../store/account-repo.ts';
+import type { UsageDelta } from '../store/key-repo.ts';
+
+/** Where flushed usage goes (KeyRepo in the service). */
+export interface UsageSink {
+  /** Adds the counted usage to the keys; a rejection leaves the counts pending for the next flush. */
+  addUsage(deltas: UsageDelta[]): Promise<void>;
+}
 
 /** A key's requests on one UTC day, not written yet (last use in epoch ms). */
 interface Pending {
@@ -18,7 +24,7 @@ export class UsageTracker {
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
 
-  constructor(private readonly repo: AccountRepo, private readonly intervalMs = 5000, private readonly onError: (e: unknown) => void = () => {}) {}
+  constructor(private readonly repo: UsageSink, private readonly intervalMs = 5000, private readonly onError: (e: unknown) => void = () => {}) {}
 
   /** Starts the periodic flush. */
   start(): void {

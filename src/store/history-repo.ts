@@ -2,7 +2,7 @@ import { and, desc, eq, gte, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { backfillState, signalHistory, signalSnapshots } from './schema.ts';
 import type { SignalChange } from '../engine/signal.ts';
-import type { Factor, SignalLevel } from '../engine/types.ts';
+import type { SignalLevel } from '../engine/types.ts';
 
 /** One stored signal change (see `signal_history`): the engine's change, as computed that day. */
 export type StoredChange = SignalChange;
@@ -73,19 +73,19 @@ export class HistoryRepo {
       .limit(limit);
     return rows.map((r) => ({
       changed_at: r.changedAt,
-      signal: r.signal as SignalLevel,
-      previous_signal: (r.previousSignal as SignalLevel | null) ?? null,
+      signal: r.signal,
+      previous_signal: r.previousSignal,
       score: r.score,
       confidence: r.confidence,
       price_usd: r.priceUsd,
-      factors: r.factors as Factor[],
+      factors: r.factors,
     }));
   }
 
   /** Upserts the served snapshot of each asset for one as-of day. */
   async saveSnapshots(
     asOf: string,
-    snaps: { asset: string; signal: string; score: number; confidence: number; price_usd: number; payload: unknown }[],
+    snaps: { asset: string; signal: SignalLevel; score: number; confidence: number; price_usd: number; payload: unknown }[],
   ): Promise<void> {
     if (snaps.length === 0) return;
     await this.db

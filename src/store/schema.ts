@@ -1,5 +1,14 @@
 import { sql } from 'drizzle-orm';
 import { bigint, bigserial, date, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { PLAN_TIERS } from '../auth/tiers.ts';
+import { THESIS_DIRECTIONS, type ThesisCondition } from '../engine/thesis.ts';
+import { SIGNAL_LEVELS, type Factor } from '../engine/types.ts';
+
+// The `enum` of a text column and `$type` of a jsonb column only type the rows in TypeScript:
+// the SQL columns stay plain `text` / `jsonb` (no CHECK constraint, no migration).
+
+/** Statuses of an API key. */
+const KEY_STATUSES = ['active', 'revoked'] as const;
 
 /**
  * Signal history: one row per change of an asset's signal level, with the factor snapshot
@@ -13,12 +22,12 @@ export const signalHistory = pgTable(
     asset: text('asset').notNull(),
     /** UTC day of the daily candle on whose close the new signal was computed. */
     changedAt: date('changed_at', { mode: 'string' }).notNull(),
-    signal: text('signal').notNull(),
-    previousSignal: text('previous_signal'),
+    signal: text('signal', { enum: SIGNAL_LEVELS }).notNull(),
+    previousSignal: text('previous_signal', { enum: SIGNAL_LEVELS }),
     score: doublePrecision('score').notNull(),
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
-    factors: jsonb('factors').notNull(),
+    factors: jsonb('factors').$type<Factor[]>().notNull(),
     recordedAt: timestamp('recorded_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
   },
   (t) => [uniqueIndex('signal_history_asset_changed_at').on(t.asset, t.changedAt)],
@@ -30,7 +39,7 @@ export const signalSnapshots = pgTable(
   {
     asset: text('asset').notNull(),
     asOf: date('as_of', { mode: 'string' }).notNull(),
-    signal: text('signal').notNull(),
+    signal: text('signal', { enum: SIGNAL_LEVELS }).notNull(),
     score: doublePrecision('score').notNull(),
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
@@ -58,7 +67,7 @@ export const backfillState = pgTable('backfill_state', {
 export const appUsers = pgTable('app_users', {
   id: text('id').primaryKey(),
   email: text('email'),
-  tier: text('tier').notNull().default('free'),
+  tier: text('tier', { enum: PLAN_TIERS }).notNull().default('free'),
   createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
   updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
 });
@@ -75,7 +84,7 @@ export const apiKeys = pgTable(
     name: text('name').notNull(),
     prefix: text('prefix').notNull(),
     keyHash: text('key_hash').notNull(),
-    status: text('status').notNull().default('active'),
+    status: text('status', { enum: KEY_STATUSES }).notNull().default('active'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'string' }),
     lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'string' }),
@@ -93,13 +102,13 @@ export const theses = pgTable(
     id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
     userId: text('user_id').notNull().references(() => appUsers.id),
     asset: text('asset').notNull(),
-    direction: text('direction').notNull(),
+    direction: text('direction', { enum: THESIS_DIRECTIONS }).notNull(),
     title: text('title').notNull(),
     entryPrice: doublePrecision('entry_price'),
     targetPrice: doublePrecision('target_price'),
     stopPrice: doublePrecision('stop_price'),
     horizonDays: integer('horizon_days'),
-    conditions: jsonb('conditions').notNull(),
+    conditions: jsonb('conditions').$type<ThesisCondition[]>().notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
   },

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
 import { openDatabase, type Database } from '../../src/store/db.ts';
 import { HistoryRepo, type StoredChange } from '../../src/store/history-repo.ts';
-import { AccountRepo } from '../../src/store/account-repo.ts';
+import { KeyRepo } from '../../src/store/key-repo.ts';
+import { UserRepo } from '../../src/store/user-repo.ts';
 import { signalHistory } from '../../src/store/schema.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable } from '../helpers/env.ts';
 
@@ -72,8 +73,8 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
 
     test('key usage: batched flushes add up per key and per UTC day, late deltas do not reset the day', async (t) => {
       if (!ctx) return t.skip(PG_SKIP);
-      const repo = new AccountRepo(ctx.db.db);
-      await repo.ensureUser('usage-user', 'usage@example.com');
+      const repo = new KeyRepo(ctx.db.db);
+      await new UserRepo(ctx.db.db).ensureUser('usage-user', 'usage@example.com');
       const a = (await repo.createKey('usage-user', 'a', 'svc_live_aaaa', 'a'.repeat(64), 5))!;
       const b = (await repo.createKey('usage-user', 'b', 'svc_live_bbbb', 'b'.repeat(64), 5))!;
       await repo.addUsage([

@@ -1,44 +1,20 @@
-import { and, asc, count, desc, eq, sql } from 'drizzle-orm';
+import { and, asc, count, eq, sql } from 'drizzle-orm';
+import type { PlanTier } from '../auth/tiers.ts';
 import type { Db } from './db.ts';
-import { apiKeys, appUsers, theses } from './schema.ts';
+import { apiKeys, appUsers } from './schema.ts';
 
 /** A key as listed to its owner (never the key itself). */
-export interface KeyRow {
-  id: string;
-  userId: string;
-  name: string;
-  prefix: string;
-  status: 'active' | 'revoked';
-  createdAt: string;
-  revokedAt: string | null;
-  lastUsedAt: string | null;
-  requestsTotal: number;
-  usageDay: string | null;
-  requestsDay: number;
-}
+export type KeyRow = Pick<
+  typeof apiKeys.$inferSelect,
+  'id' | 'userId' | 'name' | 'prefix' | 'status' | 'createdAt' | 'revokedAt' | 'lastUsedAt' | 'requestsTotal' | 'usageDay' | 'requestsDay'
+>;
 
 /** What an API key resolves to on a request. */
 export interface KeyIdentity {
   keyId: string;
   userId: string;
-  status: string;
-  tier: string;
-}
-
-/** A stored thesis. */
-export interface ThesisRow {
-  id: string;
-  userId: string;
-  asset: string;
-  direction: string;
-  title: string;
-  entryPrice: number | null;
-  targetPrice: number | null;
-  stopPrice: number | null;
-  horizonDays: number | null;
-  conditions: unknown;
-  createdAt: string;
-  updatedAt: string;
+  status: KeyRow['status'];
+  tier: PlanTier;
 }
 
 /** One batch of usage for a key, as counted in memory between flushes. */
@@ -65,40 +41,11 @@ const keyColumns = {
 };
 
 /**
- * Users, API keys and theses. Object-level authorization is in the queries themselves:
- * every read or write of a key or thesis is filtered by its owner's id.
+ * API keys and their usage counters. Object-level authorization is in the queries
+ * themselves: every read or write of a key on behalf of a user is filtered by its owner's id.
  */
-export class AccountRepo {
+export class KeyRepo {
   constructor(private readonly db: Db) {}
-
-  /** Creates the user on first sight (id = the identity provider's `sub`); refreshes the email. */
-  async ensureUser(id: string, email: string | null): Promise<{ id: string; email: string | null; tier: string }> {
-    const rows = await this.db
-      .insert(appUsers)
-      .values({ id, email })
-      .onConflictDoUpdate({ target: appUsers.id, set: email ? { email, updatedAt: sql`now()` } : { updatedAt: sql`now()` } })
-      .returning({ id: appUsers.id, email: appUsers.email, tier: appUsers.tier });
-    return rows[0]!;
-  }
-
-  /** The user's tier, or null when unknown. */
-  async userTier(id: string): Promise<string | null> {
-    const rows = await this.db.select({ tier: appUsers.tier }).from(appUsers).where(eq(appUsers.id, id));
-    return rows[0]?.tier ?? null;
-  }
-
-  /**
-   * Sets the plan of every user with this email (case-insensitive).
-   * @returns how many users were changed (0 when no user has this email).
-   */
-  async setTierByEmail(email: string, tier: string): Promise<number> {
-    const rows = await this.db
-      .update(appUsers)
-      .set({ tier, updatedAt: sql`now()` })
-      .where(sql`lower(${appUsers.email}) = lower(${email})`)
-      .returning({ id: appUsers.id });
-    return rows.length;
-  }
 
   /**
    * Creates a key if the user has fewer than `max` active keys. Atomic: the user's row is
@@ -115,13 +62,13 @@ export class AccountRepo {
         .where(and(eq(apiKeys.userId, userId), eq(apiKeys.status, 'active')));
       if (n >= max) return null;
       const rows = await tx.insert(apiKeys).values({ userId, name, prefix, keyHash }).returning(keyColumns);
-      return rows[0] as KeyRow;
+      return rows[0]!;
     });
   }
 
   /** The user's keys, oldest first. */
   async listKeys(userId: string): Promise<KeyRow[]> {
-    return (await this.db.select(keyColumns).from(apiKeys).where(eq(apiKeys.userId, userId)).orderBy(asc(apiKeys.createdAt))) as KeyRow[];
+    return this.db.select(keyColumns).from(apiKeys).where(eq(apiKeys.userId, userId)).orderBy(asc(apiKeys.createdAt));
   }
 
   /**
@@ -134,9 +81,9 @@ export class AccountRepo {
       .set({ status: 'revoked', revokedAt: sql`now()` })
       .where(and(eq(apiKeys.id, keyId), eq(apiKeys.userId, userId), eq(apiKeys.status, 'active')))
       .returning(keyColumns);
-    if (updated[0]) return updated[0] as KeyRow;
+    if (updated[0]) return updated[0];
     const rows = await this.db.select(keyColumns).from(apiKeys).where(and(eq(apiKeys.id, keyId), eq(apiKeys.userId, userId)));
-    return (rows[0] as KeyRow | undefined) ?? null;
+    return rows[0] ?? null;
   }
 
   /** Resolves a key digest to its key, owner, status and the owner's tier. */
@@ -178,28 +125,5 @@ export class AccountRepo {
           where k.id = v.id`);
       }
     });
-  }
-
-  /** Stores a new thesis for its owner. */
-  async createThesis(t: Omit<ThesisRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<ThesisRow> {
-    const rows = await this.db.insert(theses).values(t).returning();
-    return rows[0] as ThesisRow;
-  }
-
-  /** The owner's theses, newest first. */
-  async listTheses(userId: string): Promise<ThesisRow[]> {
-    return (await this.db.select().from(theses).where(eq(theses.userId, userId)).orderBy(desc(theses.createdAt))) as ThesisRow[];
-  }
-
-  /** The owner's thesis, or null (also when it belongs to someone else). */
-  async getThesis(userId: string, id: string): Promise<ThesisRow | null> {
-    const rows = await this.db.select().from(theses).where(and(eq(theses.id, id), eq(theses.userId, userId)));
-    return (rows[0] as ThesisRow | undefined) ?? null;
-  }
-
-  /** Deletes the owner's thesis. @returns false when the owner has no such thesis. */
-  async deleteThesis(userId: string, id: string): Promise<boolean> {
-    const rows = await this.db.delete(theses).where(and(eq(theses.id, id), eq(theses.userId, userId))).returning({ id: theses.id });
-    return rows.length > 0;
   }
 }

@@ -1,0 +1,41 @@
+import { eq, sql } from 'drizzle-orm';
+import type { PlanTier } from '../auth/tiers.ts';
+import type { Db } from './db.ts';
+import { appUsers } from './schema.ts';
+
+/**
+ * Users as known to this service: `id` is the identity provider's `sub`, `tier` the user's
+ * plan.
+ */
+export class UserRepo {
+  constructor(private readonly db: Db) {}
+
+  /** Creates the user on first sight (id = the identity provider's `sub`); refreshes the email. */
+  async ensureUser(id: string, email: string | null): Promise<{ id: string; email: string | null; tier: PlanTier }> {
+    const rows = await this.db
+      .insert(appUsers)
+      .values({ id, email })
+      .onConflictDoUpdate({ target: appUsers.id, set: email ? { email, updatedAt: sql`now()` } : { updatedAt: sql`now()` } })
+      .returning({ id: appUsers.id, email: appUsers.email, tier: appUsers.tier });
+    return rows[0]!;
+  }
+
+  /** The user's tier, or null when unknown. */
+  async userTier(id: string): Promise<PlanTier | null> {
+    const rows = await this.db.select({ tier: appUsers.tier }).from(appUsers).where(eq(appUsers.id, id));
+    return rows[0]?.tier ?? null;
+  }
+
+  /**
+   * Sets the plan of every user with this email (case-insensitive).
+   * @returns how many users were changed (0 when no user has this email).
+   */
+  async setTierByEmail(email: string, tier: PlanTier): Promise<number> {
+    const rows = await this.db
+      .update(appUsers)
+      .set({ tier, updatedAt: sql`now()` })
+      .where(sql`lower(${appUsers.email}) = lower(${email})`)
+      .returning({ id: appUsers.id });
+    return rows.length;
+  }
+}
