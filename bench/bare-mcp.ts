@@ -7,7 +7,7 @@ import Fastify from 'fastify';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { z } from 'zod';
-import { GetSignalsOutput } from '../src/mcp/tools.ts';
+import { GetSignalsOutput } from '../src/mcp/tools/index.ts';
 import { handleMcpRequest } from '../src/mcp/http.ts';
 
 const result = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as { structuredContent: Record<string, unknown>; content: { type: 'text'; text: string }[] };
@@ -26,7 +26,7 @@ app.post('/mcp', async (req, reply) => {
     },
     async () => ({ structuredContent: result.structuredContent, content: result.content }),
   );
-  return handleMcpRequest(server, req, reply, async () => ({}));
+  return handleMcpRequest(server.server, req, reply, async () => ({}));
 });
 await app.listen({ port: Number(process.argv[3] ?? 0), host: '127.0.0.1' });
 const addr = app.server.address();

@@ -27,6 +27,7 @@ import { KeyRepo } from '../src/store/key-repo.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
+import { runBackfill } from '../src/jobs/backfill.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -185,7 +186,7 @@ async function main() {
   const t1 = performance.now();
   const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), new HistoryRepo(mem.db));
   const t2 = performance.now();
-  const res = await market.backfill();
+  const res = await runBackfill(market, new HistoryRepo(mem.db));
   const t3 = performance.now();
   await mem.close();
   const rows = res.reduce((s, r) => s + r.inserted, 0);

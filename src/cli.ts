@@ -1,11 +1,10 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Config } from './config.ts';
-import { createService } from './server.ts';
 import { PLAN_TIERS } from './auth/tiers.ts';
-import { DatabaseInUseError, openDatabase } from './store/db.ts';
-import { ServiceError } from './http/errors.ts';
-import { UserRepo } from './store/user-repo.ts';
+import { type Config, ConfigError, loadConfig } from './config.ts';
+import { createCore, prepareCore } from './core.ts';
+import { ServiceError } from './errors.ts';
+import { DatabaseInUseError } from './store/db.ts';
 
 const USAGE = `Usage: npm run cli -- <command> [options]
 
@@ -54,6 +53,8 @@ async function main(): Promise<void> {
   }
   const cfg = config(values);
   if (cmd === 'serve') {
+    // Only `serve` loads the HTTP stack (Fastify, the identity provider).
+    const { createService } = await import('./server.ts');
     const svc = await createService(cfg);
     let stopping = false;
     const stop = async (signal: string) => {
@@ -75,12 +76,24 @@ async function main(): Promise<void> {
       process.exit(2);
     }
     const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
-    await runStdio(cfg, process.env[STDIO_KEY_ENV] || undefined);
+    // stdout carries the protocol: logs go to stderr.
+    const core = await createCore(cfg, { logStream: process.stderr });
+    try {
+      await prepareCore(core);
+      await runStdio({ services: core, access: core.access, log: core.log, asOf: core.market.asOf, onClose: () => core.stop() }, process.env[STDIO_KEY_ENV] || undefined);
+    } catch (err) {
+      await core.stop().catch(() => {});
+      throw err;
+    }
     return;
   }
   if (cmd === 'backfill') {
-    const svc = await createService({ ...cfg, LOG_LEVEL: cfg.LOG_LEVEL });
-    await svc.stop();
+    const core = await createCore(cfg);
+    try {
+      await prepareCore(core);
+    } finally {
+      await core.stop();
+    }
     return;
   }
   if (cmd === 'users' && positionals[1] === 'set-tier') {
@@ -90,15 +103,16 @@ async function main(): Promise<void> {
       process.stderr.write(`Usage: npm run cli -- users set-tier EMAIL ${PLAN_TIERS.join('|')}\n`);
       process.exit(2);
     }
-    const db = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
+    const core = await createCore(cfg);
     try {
-      const n = await new UserRepo(db.db).setTierByEmail(email, plan);
+      // Through KeyService, so cached key look-ups of this process are evicted too.
+      const n = await core.keys.setTier(email, plan);
       if (n === 0) {
         process.stderr.write(`No user with email ${email} (a user appears after their first key creation or thesis).\n`);
         process.exitCode = 1;
-      } else process.stdout.write(`${email}: tier set to ${tier}\n`);
+      } else process.stdout.write(`${email}: tier set to ${plan}\n`);
     } finally {
-      await db.close();
+      await core.stop();
     }
     return;
   }

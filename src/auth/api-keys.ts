@@ -2,7 +2,7 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 /**
- * API key format (DECISIONS.md "API keys"): `svc_live_` + 32 base62 random characters +
+ * API key format (README, "Sign up, get a JWT, create a key"): `svc_live_` + 32 base62 random characters +
  * a 6-character base62 CRC32 of the random part, like GitHub's token format, so a leaked
  * key can be recognised offline and a typo is rejected without a database look-up.
  */

@@ -1,5 +1,10 @@
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
-import type { JwtCheck } from '../http/guard.ts';
+
+/** Verifies the JWT of a signed-in user; rejects with AuthError (IdentityProviderUnavailableError when the provider cannot be reached). */
+export interface JwtCheck {
+  /** @returns the subject (user id) and the `email` claim (or null). */
+  verify(token: string): Promise<{ sub: string; email: string | null }>;
+}
 
 /** A JWT was refused; the message is safe to show (it never contains the token). */
 export class AuthError extends Error {

@@ -1,5 +1,5 @@
 /**
- * Tiers and their limits (service-spec.md "Limits"). `day: null` means no daily limit
+ * Tiers and their limits (README, "Tiers and rate limits"). `day: null` means no daily limit
  * (the API tier); then the rate-limit headers describe the per-minute window.
  */
 export const TIERS = ['unauthenticated', 'free', 'pro', 'api'] as const;
@@ -16,5 +16,5 @@ export const TIER_LIMITS: Record<Tier, { day: number | null; minute: number }> =
   api: { day: null, minute: 500 },
 };
 
-/** Tiers that may read the signal history (service-spec.md "Authentication" 5). */
+/** Tiers that may read the signal history (README, "Tiers and rate limits"). */
 export const HISTORY_TIERS: readonly Tier[] = ['pro', 'api'];

@@ -1,35 +1,28 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { jsonSchemaTransform, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import type { EmbeddedIdentity } from '../auth/identity.ts';
 import type { Config } from '../config.ts';
-import type { MarketService } from '../services/market.ts';
-import { pingDatabase, type Database } from '../store/db.ts';
-import { sendError } from './envelope.ts';
-import { isDependencyDown, loggableError, ServiceError } from './errors.ts';
-import { marketRoutes } from './routes/v1/market.ts';
-import { keyRoutes } from './routes/v1/keys.ts';
-import { thesisRoutes } from './routes/v1/theses.ts';
-import { createGuard, type GuardDeps } from './guard.ts';
-import type { KeyService } from '../services/keys.ts';
-import type { ThesisService } from '../services/theses.ts';
-import { mcpRoutes } from '../mcp/http.ts';
+import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
+import { type Access, PUBLIC_UNMETERED } from '../services/access.ts';
+import type { Services } from '../services/operation.ts';
+import { sendError, sendServiceError } from './envelope.ts';
+import { createGuard } from './guard.ts';
+import { identityRoutes } from './identity.ts';
+import { v1Routes } from './routes/v1.ts';
 
-/** What the HTTP app is built from. */
-export interface AppDeps {
-  config: Pick<Config, 'LOG_LEVEL' | 'TRUST_PROXY'>;
-  market: MarketService;
-  database: Database | null;
-  keys: KeyService;
-  theses: ThesisService;
-  guard: GuardDeps;
-  /** The MCP endpoint at /mcp: host names accepted besides loopback (DNS-rebinding protection); omit to leave /mcp out. */
-  mcp?: { allowedHosts: string[] };
-  /** Registers more routes outside /api/v1 (the embedded identity provider, MCP). */
-  extra?: (app: FastifyInstance) => Promise<void>;
-  /** pino destination for tests (e.g. a stream that collects log lines); default stdout. */
-  logStream?: NodeJS.WritableStream;
+/** What the HTTP app is built from: the core's services and access rules (src/core.ts builds them). */
+export interface HttpDeps {
+  config: Pick<Config, 'TRUST_PROXY'>;
+  /** The process logger; Fastify logs through it. */
+  log: Logger;
+  services: Services;
+  access: Access;
+  /** Readiness of the dependencies, for /readyz. */
+  ready(): Promise<{ database: boolean; data: boolean }>;
 }
 
 /** Fastify's trustProxy from TRUST_PROXY: a list of addresses/CIDRs, or false. */
@@ -41,20 +34,16 @@ function trustProxy(v: string | undefined): string[] | false {
 const LOCATION: Record<string, string> = { querystring: 'query parameter', params: 'path parameter', body: 'body field', headers: 'header' };
 
 /**
- * Builds the Fastify app: /api/v1 routes with the envelope, OpenAPI at
- * /api/v1/openapi.json, the API reference at /docs (local assets, no CDN), /healthz and
- * /readyz. Every request gets an id (echoed as `X-Request-Id` and in `meta.request_id`),
- * logged with each line.
+ * Builds the Fastify app (not listening): /api/v1 routes with the envelope (one per
+ * operation, src/http/routes/v1.ts), OpenAPI at /api/v1/openapi.json, the API reference at
+ * /docs (local assets, no CDN), the embedded identity provider's routes when one is given,
+ * /healthz and /readyz. Every request gets an id (echoed as `X-Request-Id` and in
+ * `meta.request_id`), logged with each line. MCP over HTTP is mounted beside it by the server.
  */
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | null): Promise<FastifyInstance> {
+  const asOf = deps.services.market.asOf;
   const app = Fastify({
-    logger: {
-      level: deps.config.LOG_LEVEL,
-      // Request headers are never logged (see the onResponse hook); this guards any future
-      // `req`/`headers` log field. No wildcard paths: they cost on every line.
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'], censor: '[redacted]' },
-      ...(deps.logStream ? { stream: deps.logStream } : {}),
-    },
+    loggerInstance: deps.log,
     genReqId: () => randomUUID(),
     // One access-log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
@@ -65,16 +54,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const code = (err as { code?: string }).code;
       const message =
         code === 'FST_ERR_BAD_URL' ? 'Malformed URL: invalid percent-encoding' : code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is too long (at most 100 characters)' : null;
-      if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, deps.market.asOf);
+      if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, asOf);
       req.log.error({ err }, 'framework error');
-      return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, deps.market.asOf);
+      return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
     },
-  }).withTypeProvider<ZodTypeProvider>();
+    // The pino Logger type is wider than Fastify's base logger type; the app is typed as the default instance.
+  }) as unknown as FastifyInstance;
 
   app.setValidatorCompiler(validatorCompiler);
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
-  const asOf = deps.market.asOf;
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('X-Request-Id', req.id);
@@ -90,7 +79,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ServiceError) {
       if (err.status >= 500) req.log.error({ err: loggableError(err) }, 'service error');
-      return sendError(req, reply, err.status, err.code, err.message, err.details, asOf);
+      return sendServiceError(req, reply, err, asOf);
     }
     if (err.validation) {
       const where = LOCATION[err.validationContext ?? ''] ?? 'parameter';
@@ -103,12 +92,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       // Fastify's own client errors (malformed JSON, wrong content type, body too large).
       return sendError(req, reply, 400, 'INVALID_PARAMETER', err.message, undefined, asOf);
     }
-    if (isDependencyDown(err)) {
-      req.log.error({ err: loggableError(err) }, 'dependency unavailable');
-      return sendError(req, reply, 503, 'SERVICE_UNAVAILABLE', 'The service cannot reach its database; try again shortly', undefined, asOf);
-    }
-    req.log.error({ err: loggableError(err) }, 'unhandled error');
-    return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
+    const e = unexpectedError(err);
+    req.log.error({ err: loggableError(err) }, e.code === 'SERVICE_UNAVAILABLE' ? 'dependency unavailable' : 'unhandled error');
+    return sendServiceError(req, reply, e, asOf);
   });
 
   const notFound = (req: FastifyRequest, reply: FastifyReply) =>
@@ -145,34 +131,25 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { url: '/api/v1/openapi.json' } as never });
 
-  const guard = createGuard(deps.guard);
+  const guard = createGuard(deps.access, asOf);
   await app.register(
     async (v1) => {
       v1.addHook('onRequest', guard);
       // Its own handler so unknown /api/v1 routes pass the guard (rate-limit headers).
       v1.setNotFoundHandler(notFound);
-      v1.get('/openapi.json', { schema: { hide: true }, config: { auth: 'none' } }, async () => app.swagger());
-      await v1.register(marketRoutes, { market: deps.market });
-      await v1.register(keyRoutes, { keys: deps.keys, asOf });
-      await v1.register(thesisRoutes, { theses: deps.theses, asOf });
+      v1.get('/openapi.json', { schema: { hide: true }, config: { policy: PUBLIC_UNMETERED } }, async () => app.swagger());
+      await v1.register(v1Routes, { services: deps.services, asOf });
     },
     { prefix: '/api/v1' },
   );
 
-  const mcp = deps.mcp;
-  if (mcp) {
-    await app.register(async (scope) => {
-      await mcpRoutes(scope, { market: deps.market, theses: deps.theses, limiter: deps.guard.limiter, usage: deps.guard.usage, allowedHosts: mcp.allowedHosts, guard });
-    });
-  }
-
-  if (deps.extra) await deps.extra(app);
+  if (identity) await identityRoutes(app, identity);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
-    const db = deps.database ? await pingDatabase(deps.database.db) : true;
-    const ready = db && deps.market.signalSeries.size > 0;
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks: { database: db, data: deps.market.signalSeries.size > 0 }, as_of: asOf });
+    const checks = await deps.ready();
+    const ready = checks.database && checks.data;
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks, as_of: asOf });
   });
 
   return app;

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { ErrorCode } from './errors.ts';
+import { ERROR_CODES, type ErrorCode, type ServiceError } from '../errors.ts';
 
-/** `meta` of every v1 response (DECISIONS.md "Envelope meta"). */
+/** `meta` of every v1 response (README, "REST API v1"). */
 export interface Meta {
   /** ISO 8601 UTC with milliseconds. */
   timestamp: string;
@@ -30,7 +30,11 @@ export function okEnvelope<T extends z.ZodType>(data: T) {
 export const ErrorEnvelopeSchema = z.object({
   status: z.literal('error'),
   data: z.null(),
-  error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+  error: z.object({
+    code: z.enum(ERROR_CODES).describe('Machine-readable error code (closed set)'),
+    message: z.string().describe('What went wrong and what to do next'),
+    details: z.record(z.string(), z.unknown()).optional().describe('Structured context, e.g. the field, the required tiers, the rate-limit window'),
+  }),
   meta: MetaSchema,
 });
 
@@ -60,4 +64,9 @@ export function sendError(
   const error = details ? { code, message, details } : { code, message };
   const body = JSON.stringify({ status: 'error', data: null, error, meta: meta(req, false, asOf) });
   return reply.code(status).type('application/json; charset=utf-8').send(body);
+}
+
+/** Sends a ServiceError as the error envelope with its status. */
+export function sendServiceError(req: FastifyRequest, reply: FastifyReply, err: ServiceError, asOf: string | null): FastifyReply {
+  return sendError(req, reply, err.status, err.code, err.message, err.details, asOf);
 }

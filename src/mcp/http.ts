@@ -1,12 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import type { MarketService } from '../services/market.ts';
-import type { ThesisService } from '../services/theses.ts';
-import type { UsageTracker } from '../services/usage.ts';
-import { createMcpServer } from './tools.ts';
+import { bearerChallenge, PUBLIC_UNMETERED, type Access } from '../services/access.ts';
+import type { Services } from '../services/operation.ts';
+import { createMcpServer } from './server.ts';
 
 /** Host names always accepted in `Host`/`Origin` by /mcp (loopback). */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
@@ -22,14 +22,13 @@ const TOKEN_PARAMS = ['access_token', 'token', 'api_key', 'apikey', 'key', 'auth
 
 /** What the /mcp endpoint needs. */
 export interface McpHttpDeps {
-  market: MarketService;
-  theses: ThesisService;
+  services: Services;
+  /** The access rules shared with REST (services/access.ts). */
+  access: Access;
+  /** For the cap on requests other than tools/call. */
   limiter: TierRateLimiter;
-  usage: UsageTracker;
   /** Host names accepted in `Host` and `Origin` (any port), besides the loopback ones. */
   allowedHosts: readonly string[];
-  /** The /api/v1 guard (createGuard), run after the Host/Origin checks to identify the caller. */
-  guard: (req: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply | void>;
 }
 
 /** The host name of a `Host` header value or an origin URL, lower-case, without port. */
@@ -61,7 +60,7 @@ function webHeaders(h: IncomingHttpHeaders): Headers {
  * Request (the body already parsed by Fastify), lets the SDK's transport handle it, and
  * copies the Response back.
  */
-export async function handleMcpRequest(server: McpServer, req: FastifyRequest, reply: FastifyReply, extraHeaders: () => Promise<Record<string, string>>): Promise<FastifyReply> {
+export async function handleMcpRequest(server: Server, req: FastifyRequest, reply: FastifyReply, extraHeaders: () => Promise<Record<string, string>>): Promise<FastifyReply> {
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {
@@ -77,12 +76,25 @@ export async function handleMcpRequest(server: McpServer, req: FastifyRequest, r
 }
 
 /**
- * The MCP endpoint at /mcp: Streamable HTTP, stateless, JSON responses. Must be registered in
- * a scope whose guard (auth mode `mcp`) has already identified the caller from the API key
- * (a bad key is a 401 with `WWW-Authenticate` before any tool runs). Refuses `Host` or
- * `Origin` values outside the allowed hosts (403, DNS-rebinding protection) and credentials in
- * the query string (400). Each tools/call counts one request against the caller's quota; the
- * rate-limit headers describe it.
+ * A refused authentication as an HTTP response: the JSON-RPC error with the status of the
+ * error code, the client address's rate-limit headers, `WWW-Authenticate` on a 401 and
+ * `Retry-After` on a 429.
+ */
+function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
+  reply.headers(rateLimitHeaders(limits));
+  if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));
+  if (err.code === 'RATE_LIMITED') reply.header('Retry-After', String(err.details?.retry_after ?? 60));
+  return rpcError(reply, err.status, -32001, err.message);
+}
+
+/**
+ * The MCP endpoint at /mcp: Streamable HTTP, stateless, JSON responses (a Fastify plugin; the
+ * server mounts it beside the REST app). Refuses `Host` or `Origin` values outside the allowed
+ * hosts (403, DNS-rebinding protection) and credentials in the query string (400), then
+ * identifies the caller from the API key with the shared access rules (a bad key is a 401
+ * with `WWW-Authenticate` before any tool runs; no key is the unauthenticated tier). Each
+ * tools/call is authorized and metered with its operation's policy, as the REST route is; the
+ * rate-limit headers describe the caller's quota.
  */
 export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promise<void> {
   const allowed = new Set<string>([...LOOPBACK_HOSTS, '::1', ...deps.allowedHosts.map((h) => h.toLowerCase())]);
@@ -103,33 +115,35 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       return rpcError(reply, 400, -32600, 'Credentials in the query string are not accepted; send the API key as Authorization: Bearer <key>');
     }
   });
-  app.addHook('onRequest', deps.guard);
-
   const control = deps.limiter.budget('mcp-control', MCP_CONTROL_REQUESTS_PER_MINUTE, 60);
 
-  app.post('/mcp', { config: { auth: 'mcp' }, schema: { hide: true } }, async (req, reply) => {
-    const caller = req.caller;
+  app.post('/mcp', { schema: { hide: true } }, async (req, reply) => {
+    const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
+    if (!auth.ok) {
+      if (auth.cause) req.log.error({ err: auth.cause }, 'dependency unavailable');
+      return refuse(reply, auth.error, auth.limits);
+    }
+    const caller = auth.caller;
     const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
     if (messages.some((m) => (m as { method?: unknown } | null)?.method !== 'tools/call')) {
       const b = await control.consume(caller.subject);
       if (!b.allowed) {
         reply.header('Retry-After', String(b.retryAfterSec));
-        reply.headers(rateLimitHeaders(await deps.limiter.peek(caller.subject, caller.tier)));
+        reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
         return rpcError(reply, 429, -32000, `Too many MCP requests other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute`);
       }
     }
     let decision: LimitDecision | undefined;
     const server = createMcpServer({
-      market: deps.market,
-      theses: deps.theses,
+      services: deps.services,
+      access: deps.access,
       caller,
-      consume: async () => (decision = await deps.limiter.consume(caller.subject, caller.tier)),
-      served: () => {
-        if (caller.kind === 'key') deps.usage.record(caller.keyId);
+      onLimits: (limits) => {
+        decision = limits;
       },
       logError: (err, tool) => req.log.error({ err, tool }, 'MCP tool failed'),
     });
-    return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.limiter.peek(caller.subject, caller.tier))));
+    return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.access.peek(caller))));
   });
 
   // Stateless server: no server-initiated SSE stream and no sessions to delete.
@@ -137,6 +151,6 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     reply.header('Allow', 'POST');
     return rpcError(reply, 405, -32000, 'Method not allowed: this MCP server is stateless; use POST');
   };
-  app.get('/mcp', { config: { auth: 'none' }, schema: { hide: true } }, notAllowed);
-  app.delete('/mcp', { config: { auth: 'none' }, schema: { hide: true } }, notAllowed);
+  app.get('/mcp', { schema: { hide: true } }, notAllowed);
+  app.delete('/mcp', { schema: { hide: true } }, notAllowed);
 }

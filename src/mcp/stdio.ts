@@ -1,50 +1,50 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import type { Config } from '../config.ts';
-import { keyCaller, type Caller } from '../http/guard.ts';
-import { ServiceError } from '../http/errors.ts';
-import { createService } from '../server.ts';
-import { createMcpServer } from './tools.ts';
+import type { Logger } from 'pino';
+import { ServiceError } from '../errors.ts';
+import { type Access, anonymousCaller, type Caller, keyCaller } from '../services/access.ts';
+import type { KeyService } from '../services/keys.ts';
+import type { Services } from '../services/operation.ts';
+import { createMcpServer } from './server.ts';
 
 /** Environment variable that carries the API key for the stdio server. */
 export const STDIO_KEY_ENV = 'MARKET_INTEL_API_KEY';
 
+/** What the stdio server runs on: the core's services, keys and access rules, and its logger (stderr). */
+export interface StdioDeps {
+  services: Services & { keys: KeyService };
+  access: Access;
+  log: Logger;
+  asOf: string | null;
+  /** Called once when the client goes away (closes the core). */
+  onClose(): Promise<void>;
+}
+
 /**
- * Runs the six MCP tools over stdio for local clients (Claude Desktop, Cursor, VS Code): the
- * whole service core in this process (no HTTP listener), logs to stderr (stdout carries the
- * protocol). The caller is the API key in MARKET_INTEL_API_KEY, or unauthenticated without
- * one; tool calls count against that key's quota like REST requests.
- * @throws ServiceError UNAUTHORIZED when the key is set but invalid or revoked (the process
- *   exits before serving anything).
+ * Serves the six MCP tools over stdio for local clients (Claude Desktop, Cursor, VS Code):
+ * stdout carries the protocol, logs go to stderr. The caller is the API key in
+ * MARKET_INTEL_API_KEY, or the unauthenticated tier without one; the key is checked again on
+ * every call (a revoked key or a changed tier counts at once) and tool calls count against its
+ * quota like REST requests, with the same access rules.
+ * @throws ServiceError UNAUTHORIZED when the key is set but invalid or revoked (before serving
+ *   anything; the message names the variable).
  */
-export async function runStdio(config: Config, apiKey: string | undefined): Promise<void> {
-  const svc = await createService({ ...config, LOG_LEVEL: config.LOG_LEVEL }, { logStream: process.stderr });
-  let caller: Caller;
-  try {
-    if (apiKey) {
-      caller = keyCaller(await svc.keys.authenticate(apiKey));
-    } else {
-      caller = { kind: 'anonymous', tier: 'unauthenticated', subject: 'stdio' };
+export async function runStdio(deps: StdioDeps, apiKey: string | undefined): Promise<void> {
+  const authenticate = async (): Promise<Caller> => {
+    if (!apiKey) return anonymousCaller('stdio');
+    try {
+      return keyCaller(await deps.services.keys.authenticate(apiKey));
+    } catch (err) {
+      if (err instanceof ServiceError) throw new ServiceError(err.code, `${STDIO_KEY_ENV}: ${err.message}`, err.details);
+      throw err;
     }
-  } catch (err) {
-    await svc.stop();
-    if (err instanceof ServiceError) throw new ServiceError(err.code, `${STDIO_KEY_ENV}: ${err.message}`);
-    throw err;
-  }
+  };
+  const caller = await authenticate();
   const server = createMcpServer({
-    market: svc.market,
-    theses: svc.theses,
+    services: deps.services,
+    access: deps.access,
     caller,
-    // The key is checked again on every call: revoked or re-tiered keys count at once.
-    reauthenticate: async () => {
-      if (!apiKey) return caller;
-      caller = keyCaller(await svc.keys.authenticate(apiKey));
-      return caller;
-    },
-    consume: () => svc.limiter.consume(caller.subject, caller.tier),
-    served: () => {
-      if (caller.kind === 'key') svc.usage.record(caller.keyId);
-    },
-    logError: (err, tool) => svc.app.log.error({ err, tool }, 'MCP tool failed'),
+    reauthenticate: authenticate,
+    logError: (err, tool) => deps.log.error({ err, tool }, 'MCP tool failed'),
   });
   const transport = new StdioServerTransport();
   let closing = false;
@@ -52,7 +52,7 @@ export async function runStdio(config: Config, apiKey: string | undefined): Prom
     if (closing) return;
     closing = true;
     await server.close().catch(() => {});
-    await svc.stop();
+    await deps.onClose();
     process.exit(0);
   };
   transport.onclose = () => void close();
@@ -60,5 +60,5 @@ export async function runStdio(config: Config, apiKey: string | undefined): Prom
   process.on('SIGINT', () => void close());
   process.on('SIGTERM', () => void close());
   await server.connect(transport);
-  svc.app.log.info({ tier: caller.tier, as_of: svc.market.asOf }, 'MCP stdio server ready');
+  deps.log.info({ tier: caller.tier, as_of: deps.asOf }, 'MCP stdio server ready');
 }

@@ -172,7 +172,7 @@ export class TierRateLimiter {
 }
 
 /**
- * The response headers of a decision: X-RateLimit-* (DECISIONS.md), X-Service-Tier, and the
+ * The response headers of a decision: X-RateLimit-* (README, "Tiers and rate limits"), X-Service-Tier, and the
  * IETF draft `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers),
  * plus `Retry-After` when refused.
  */

@@ -1,11 +1,12 @@
 import { generateKey, hashKey, keyFormatError } from '../auth/api-keys.ts';
 import type { PlanTier, Tier } from '../auth/tiers.ts';
-import { ServiceError } from '../http/errors.ts';
+import { ServiceError } from '../errors.ts';
 import type { KeyRepo, KeyRow } from '../store/key-repo.ts';
 import type { UserRepo } from '../store/user-repo.ts';
+import type { CreatedKey, KeyView, RevokedKey } from './schemas/keys.ts';
 import type { UsageTracker } from './usage.ts';
 
-/** At most this many active keys per user (service-spec.md "Limits"). */
+/** At most this many active keys per user (README, "Tiers and rate limits"). */
 export const MAX_ACTIVE_KEYS = 5;
 
 /** A signed-in user, as identified by a verified JWT. */
@@ -19,18 +20,6 @@ export interface KeyCaller {
   keyId: string;
   userId: string;
   tier: Tier;
-}
-
-/** A key as listed (DECISIONS.md "API keys"). */
-export interface KeyView {
-  id: string;
-  prefix: string;
-  name: string;
-  tier: Tier;
-  status: 'active' | 'revoked';
-  usage: { requests_today: number; requests_total: number; last_used_at: string | null };
-  created_at: string;
-  revoked_at: string | null;
 }
 
 function iso(ts: string | null): string | null {
@@ -76,7 +65,7 @@ export class KeyService {
    * @returns the full key, shown this once, with its id, prefix, name, tier and creation time.
    * @throws ServiceError KEY_LIMIT_REACHED when the user already has 5 active keys.
    */
-  async create(user: UserIdentity, name: string | undefined): Promise<{ id: string; key: string; prefix: string; name: string; tier: Tier; created_at: string }> {
+  async create(user: UserIdentity, name: string | undefined): Promise<CreatedKey> {
     const u = await this.users.ensureUser(user.userId, user.email);
     const k = generateKey();
     const row = await this.keys.createKey(user.userId, name ?? 'default', k.prefix, k.hash, MAX_ACTIVE_KEYS);
@@ -113,7 +102,7 @@ export class KeyService {
    * Revokes one of the user's keys; idempotent.
    * @throws ServiceError NOT_FOUND when the user has no key with this id (also another user's key).
    */
-  async revoke(user: UserIdentity, keyId: string): Promise<{ id: string; status: 'revoked'; revoked_at: string }> {
+  async revoke(user: UserIdentity, keyId: string): Promise<RevokedKey> {
     const row = await this.keys.revokeKey(user.userId, keyId);
     if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
     this.#evict(row.id);

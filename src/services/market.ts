@@ -3,11 +3,12 @@ import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
 import { computeSignalSeries, signalChanges } from '../engine/signal.ts';
 import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } from '../engine/types.ts';
-import { assetNotFound, ServiceError } from '../http/errors.ts';
+import { assetNotFound, ServiceError } from '../errors.ts';
 import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
-import { addDays } from '../providers/dataset/dataset.ts';
+import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
+import { fresh, type Served } from './operation.ts';
 import type {
   AssetsData,
   ChainHealthData,
@@ -16,25 +17,11 @@ import type {
   RegimeData,
   SignalEntry,
   SignalsData,
-} from './schemas.ts';
-
-/**
- * Version of the signal model. Stored with each backfill so a model change is visible;
- * bump it when the engine's output for a past day would change.
- */
-export const ENGINE_VERSION = 'signals-v1';
+} from './schemas/market.ts';
 
 /** A payload with its JSON text, and whether it came from the cache (filled before this call). */
-export interface Cached<T> {
-  value: T;
-  json: string;
-  cached: boolean;
-}
+export type Cached<T> = Served<T>;
 
-/** Rounds to 4 decimals (percentages, scores) for display. */
-function r4(x: number): number {
-  return Math.round(x * 1e4) / 1e4;
-}
 
 /** Index of the candle dated `date` searching backwards from `from`, or -1. */
 function findDay(candles: Candle[], from: number, date: string): number {
@@ -143,7 +130,7 @@ export class MarketService {
     const close = candles[i]!.close;
     const pct = (days: number) => {
       const j = findDay(candles, i - 1, addDays(candles[i]!.date, -days));
-      return j < 0 ? null : r4((close / candles[j]!.close - 1) * 100);
+      return j < 0 ? null : round((close / candles[j]!.close - 1) * 100, 4);
     };
     let since = last.as_of;
     for (let k = series.length - 2; k >= 0 && series[k]!.signal === last.signal; k--) since = series[k]!.as_of;
@@ -253,7 +240,7 @@ export class MarketService {
         metrics[m] = {
           value: v.value,
           change_7d: v.change_7d,
-          change_7d_pct: v.change_7d_pct === null ? null : r4(v.change_7d_pct),
+          change_7d_pct: v.change_7d_pct === null ? null : round(v.change_7d_pct, 4),
           as_of: v.as_of,
           source: series[m]?.source ?? 'dataset',
         };
@@ -304,32 +291,6 @@ export class MarketService {
   }
 
   /**
-   * Backfills the stored history of every asset through the as-of day, unless a previous
-   * run already covered it with the same engine version. Idempotent.
-   * @returns per asset the rows inserted (0 when skipped), and whether it was skipped.
-   */
-  async backfill(): Promise<{ asset: string; inserted: number; skipped: boolean }[]> {
-    if (!this.history) throw new Error('backfill needs a history repository');
-    const out = [];
-    for (const a of this.data.assets) {
-      const through = this.data.candles.get(a.asset)?.at(-1)?.date;
-      if (!through) continue;
-      const state = await this.history.backfillState(a.asset);
-      if (state && state.engineVersion === ENGINE_VERSION && state.throughDate >= through) {
-        out.push({ asset: a.asset, inserted: 0, skipped: true });
-        continue;
-      }
-      const inserted = await this.history.storeChanges(a.asset, this.changes(a.asset), through, ENGINE_VERSION);
-      out.push({ asset: a.asset, inserted, skipped: false });
-    }
-    await this.history.saveSnapshots(
-      this.asOf,
-      this.signals(true).value.signals.map((s) => ({ asset: s.asset, signal: s.signal, score: s.score, confidence: s.confidence, price_usd: s.price_usd, payload: s })),
-    );
-    return out;
-  }
-
-  /**
    * Stored signal changes of one asset in the `days` days ending at the as-of day, newest
    * first, at most `limit` (GET /signal-history/{asset}).
    * @throws ServiceError NOT_FOUND for an unknown asset.
@@ -338,7 +299,6 @@ export class MarketService {
     const a = this.#resolve(asked);
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
     const entries = await this.history.listChanges(a.asset, addDays(this.asOf, -(days - 1)), this.asOf, limit);
-    const value: HistoryData = { asset: a.asset, days, limit, entries };
-    return { value, json: JSON.stringify(value), cached: false };
+    return fresh<HistoryData>({ asset: a.asset, days, limit, entries });
   }
 }

@@ -264,7 +264,9 @@ test('the README flow with curl: sign up, JWT from the session token, create a k
 test('a changed secret retires the undecryptable signing key: new tokens get a new key, old ones still verify', async () => {
   const { default: Fastify } = await import('fastify');
   const { openDatabase } = await import('../../src/store/db.ts');
-  const { registerIdentityProvider } = await import('../../src/auth/identity.ts');
+  const { createEmbeddedIdentity } = await import('../../src/auth/identity.ts');
+  const { identityRoutes } = await import('../../src/http/identity.ts');
+  const { createLogger } = await import('../../src/core.ts');
   const database = await openDatabase({ pgliteDir: 'memory://' });
   const issuer = 'http://idp.test';
   const apps: Array<Awaited<ReturnType<typeof Fastify>>> = [];
@@ -272,7 +274,8 @@ test('a changed secret retires the undecryptable signing key: new tokens get a n
     const start = async (secret: string) => {
       const app = Fastify();
       apps.push(app);
-      const idp = await registerIdentityProvider(app, { db: database.db, baseUrl: issuer, secret, audience: AUDIENCE });
+      const idp = await createEmbeddedIdentity({ db: database.db, baseUrl: issuer, secret, audience: AUDIENCE, log: createLogger('silent') });
+      await identityRoutes(app, idp);
       await app.ready();
       return { app, idp };
     };

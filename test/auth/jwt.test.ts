@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { base64url, createLocalJWKSet, exportJWK, exportSPKI, generateKeyPair, importJWK, SignJWT } from 'jose';
 import { AuthError, createJwtVerifier } from '../../src/auth/jwt.ts';
-import type { JwtCheck } from '../../src/http/guard.ts';
+import type { JwtCheck } from '../../src/auth/jwt.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 
 // createJwtVerifier against a loopback OIDC-style IdP (discovery + JWKS, RS256): what it

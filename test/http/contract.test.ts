@@ -13,7 +13,7 @@ import {
   RegimeDataSchema,
   SignalEntrySchema,
   SignalsDataSchema,
-} from '../../src/services/schemas.ts';
+} from '../../src/services/schemas/market.ts';
 import { readCsv, testConfig } from '../helpers/env.ts';
 
 const PRICE_FILES: Record<string, string> = {

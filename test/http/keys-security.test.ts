@@ -6,7 +6,7 @@ import { sql } from 'drizzle-orm';
 import { createService, type Service } from '../../src/server.ts';
 import { checksum, hashKey, KEY_PREFIX } from '../../src/auth/api-keys.ts';
 import { okEnvelope, ErrorEnvelopeSchema } from '../../src/http/envelope.ts';
-import { CreatedKeySchema, KeyListSchema } from '../../src/http/routes/v1/keys.ts';
+import { CreatedKeySchema, KeyListSchema } from '../../src/services/schemas/keys.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 import { testConfig } from '../helpers/env.ts';
 

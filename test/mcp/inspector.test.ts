@@ -7,7 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT_DIR } from '../../src/config.ts';
 import { createService, type Service } from '../../src/server.ts';
-import { TOOL_NAMES } from '../../src/mcp/tools.ts';
+import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { testConfig } from '../helpers/env.ts';
 
 const run = promisify(execFile);

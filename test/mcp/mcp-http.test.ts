@@ -4,9 +4,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { createService, type Service } from '../../src/server.ts';
-import { GetChainHealthOutput, GetSignalsOutput, TOOL_NAMES } from '../../src/mcp/tools.ts';
-import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas.ts';
-import { ThesisHealthSchema } from '../../src/services/theses.ts';
+import { TOOL_NAMES } from '../../src/mcp/tool.ts';
+import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
+import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas/market.ts';
+import { ThesisHealthSchema } from '../../src/services/schemas/theses.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 import { testConfig } from '../helpers/env.ts';
 

@@ -6,7 +6,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ROOT_DIR } from '../../src/config.ts';
 import { createService, type Service } from '../../src/server.ts';
-import { TOOL_NAMES } from '../../src/mcp/tools.ts';
+import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
 

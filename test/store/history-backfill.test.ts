@@ -8,6 +8,7 @@ import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
 import { MarketService } from '../../src/services/market.ts';
 import { openDatabase } from '../../src/store/db.ts';
 import { HistoryRepo } from '../../src/store/history-repo.ts';
+import { runBackfill } from '../../src/jobs/backfill.ts';
 import { createService } from '../../src/server.ts';
 import { testConfig } from '../helpers/env.ts';
 
@@ -38,7 +39,7 @@ async function storedHistory(dataDir: string, upTo: string) {
   const db = await openDatabase({ pgliteDir: 'memory://' });
   try {
     const market = await MarketService.create(new DatasetProvider(dataDir), new HistoryRepo(db.db));
-    await market.backfill();
+    await runBackfill(market, new HistoryRepo(db.db));
     const repo = new HistoryRepo(db.db);
     const out: Record<string, unknown[]> = {};
     for (const a of market.data.assets) out[a.asset] = await repo.listChanges(a.asset, '1900-01-01', upTo, 100000);
@@ -69,7 +70,7 @@ describe('signal history backfill', () => {
     await first.stop();
     const second = await createService(testConfig({ PGLITE_DIR: dir }));
     try {
-      const again = await second.market.backfill();
+      const again = await runBackfill(second.market, second.repos.history);
       assert.ok(again.every((r) => r.skipped && r.inserted === 0));
       assert.equal((await second.market.signalHistory('bitcoin', 365, 200)).value.entries.length, count);
     } finally {
@@ -81,7 +82,7 @@ describe('signal history backfill', () => {
     const db = await openDatabase({ pgliteDir: 'memory://' });
     try {
       const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), new HistoryRepo(db.db));
-      const res = await market.backfill();
+      const res = await runBackfill(market, new HistoryRepo(db.db));
       assert.equal(res.length, 11);
       const repo = new HistoryRepo(db.db);
       for (const a of ['bitcoin', 'hyperliquid']) {

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint } from '../../engine/types.ts';
+import { addDays } from '../../engine/util.ts';
 import { ASSETS } from '../assets.ts';
 import {
   DataValidationError,
@@ -118,10 +119,6 @@ function checkDates(csv: Csv, dates: string[]): void {
   }
 }
 
-/** Adds `days` to a UTC day string. */
-export function addDays(day: string, days: number): string {
-  return new Date(Date.parse(`${day}T00:00:00Z`) + days * DAY_MS).toISOString().slice(0, 10);
-}
 
 /** Whole UTC days from `a` to `b` (b - a). */
 export function daysBetween(a: string, b: string): number {

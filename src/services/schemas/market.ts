@@ -1,35 +1,16 @@
 import { z } from 'zod';
+import { CHAIN_STATUSES, FACTOR_NAMES, FUNDING_STATES, MOMENTUM_STATES, RSI_STATES } from '../../engine/types.ts';
+import { ChainId, Day, RegimeLevel, SignalLevel } from './common.ts';
 
 /**
- * Zod schemas of every `data` payload, shared by REST (response schemas, OpenAPI) and MCP
- * (tool outputSchema). Field names and value sets follow ../shared/spec/DECISIONS.md.
+ * Zod schemas of the market `data` payloads (signals, regime, chain health, chain metrics,
+ * assets, signal history), shared by REST (response schemas, OpenAPI) and MCP (tool
+ * outputSchema). Field names and value sets: README, "Endpoints".
  */
-
-/**
- * User-supplied text (names, titles, ids): trimmed, and without control characters, which
- * PostgreSQL refuses in text and jsonb (NUL) or which would only hide content.
- */
-export function safeText(min: number, max: number) {
-  return z
-    .string()
-    .trim()
-    .min(min)
-    .max(max)
-    // eslint-disable-next-line no-control-regex
-    .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), { error: 'must not contain control characters' });
-}
-
-export const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/).describe('UTC calendar day, YYYY-MM-DD');
-/** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
-export const SignalLevel = z.enum(['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell']);
-/** BTC market regimes. */
-export const RegimeLevel = z.enum(['bull', 'bear', 'neutral']);
-/** Chains with health scores and metrics: Ethereum, Solana, Hyperliquid. */
-export const ChainId = z.enum(['eth', 'sol', 'hype']);
 
 /** One factor of a signal: raw value in `unit`, score -1..1, weight 0..1, contribution = weight * score. */
 export const FactorSchema = z.object({
-  name: z.enum(['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'chain_health', 'regime']),
+  name: z.enum(FACTOR_NAMES),
   value: z.union([z.number(), z.string()]).describe('The raw input the factor scored, in `unit`'),
   unit: z.string(),
   score: z.number().min(-1).max(1).describe('-1 (bearish) .. 1 (bullish)'),
@@ -74,16 +55,16 @@ export const RegimeDataSchema = z.object({
   since: Day,
   as_of: Day,
   conditions: z.object({
-    rsi: z.object({ value: z.number(), period: z.number().int(), state: z.enum(['oversold', 'neutral', 'overbought']), as_of: Day }).nullable(),
+    rsi: z.object({ value: z.number(), period: z.number().int(), state: z.enum(RSI_STATES), as_of: Day }).nullable(),
     fear_greed: z.object({ value: z.number().min(0).max(100), classification: z.string(), as_of: Day }).nullable(),
     momentum: z
-      .object({ return_30d_pct: z.number(), price_vs_sma_200_pct: z.number(), state: z.enum(['positive', 'neutral', 'negative']), as_of: Day })
+      .object({ return_30d_pct: z.number(), price_vs_sma_200_pct: z.number(), state: z.enum(MOMENTUM_STATES), as_of: Day })
       .nullable(),
     funding_rate: z
       .object({
         value: z.number().describe('Fraction per 8 h'),
         annualized_pct: z.number(),
-        state: z.enum(['negative', 'neutral', 'elevated', 'extreme']),
+        state: z.enum(FUNDING_STATES),
         as_of: Day,
       })
       .nullable(),
@@ -96,7 +77,7 @@ export const ChainHealthSchema = z.object({
   chain: ChainId,
   name: z.string(),
   score: z.number().min(0).max(100).nullable().describe('0..100, 50 = normal; null when no metric has fresh data'),
-  status: z.enum(['strong', 'healthy', 'neutral', 'weak', 'critical', 'insufficient_data']),
+  status: z.enum(CHAIN_STATUSES),
   z_score: z.number().nullable(),
   regime: RegimeLevel,
   sensitivity: z.number(),

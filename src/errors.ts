@@ -1,7 +1,7 @@
 /**
- * The closed set of error codes and their HTTP statuses (../shared/spec/DECISIONS.md,
- * "Errors and HTTP statuses"). Services return or throw `ServiceError`; the HTTP and MCP
- * edges turn it into an envelope or an `isError` tool result.
+ * The closed set of error codes and their HTTP statuses (README, "Errors"). Framework-free:
+ * services throw `ServiceError`; the HTTP edge turns it into the error envelope, the MCP edge
+ * into an `isError` tool result with the same `{code, message, details?}`.
  */
 export const ERROR_STATUS = {
   INVALID_PARAMETER: 400,
@@ -16,6 +16,9 @@ export const ERROR_STATUS = {
 
 /** A machine-readable error code. */
 export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** Every error code, in status order (the OpenAPI enum of `error.code`). */
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
 
 /** An expected failure with a code from the closed set, a human message and optional details. */
 export class ServiceError extends Error {
@@ -45,7 +48,7 @@ const DB_DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTF
 /**
  * True when `err` (or its cause, e.g. a DrizzleQueryError around a pg error) says a
  * dependency is down rather than that the request or the code is wrong: such errors are
- * answered 503 SERVICE_UNAVAILABLE (DECISIONS.md), not 500.
+ * answered 503 SERVICE_UNAVAILABLE, not 500.
  */
 export function isDependencyDown(err: unknown): boolean {
   for (let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
@@ -68,4 +71,17 @@ export function loggableError(err: unknown): unknown {
     return { type: 'DrizzleQueryError', code: c?.code, message: c?.message, severity: c?.severity };
   }
   return err;
+}
+
+/** The message of a 503 caused by the database being unreachable (REST and MCP alike). */
+export const DATABASE_DOWN_MESSAGE = 'The service cannot reach its database; try again shortly';
+
+/**
+ * Classifies an unexpected error (not a ServiceError): a dependency that is down becomes 503
+ * SERVICE_UNAVAILABLE, anything else 500 INTERNAL_ERROR without internals.
+ */
+export function unexpectedError(err: unknown): ServiceError {
+  if (err instanceof ServiceError) return err;
+  if (isDependencyDown(err)) return new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
+  return new ServiceError('INTERNAL_ERROR', 'Internal server error');
 }

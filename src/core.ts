@@ -1,0 +1,151 @@
+import { Redis } from 'ioredis';
+import { pino, type Logger } from 'pino';
+import { createJwtVerifier } from './auth/jwt.ts';
+import type { Config } from './config.ts';
+import { loggableError } from './errors.ts';
+import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
+import { DatasetProvider } from './providers/dataset/dataset.ts';
+import { TierRateLimiter } from './rate-limit/limiter.ts';
+import { Access } from './services/access.ts';
+import { KeyService } from './services/keys.ts';
+import { MarketService } from './services/market.ts';
+import type { Services } from './services/operation.ts';
+import { ThesisService } from './services/theses.ts';
+import { UsageTracker } from './services/usage.ts';
+import { openDatabase, type Database } from './store/db.ts';
+import { HistoryRepo } from './store/history-repo.ts';
+import { KeyRepo } from './store/key-repo.ts';
+import { ThesisRepo } from './store/thesis-repo.ts';
+import { UserRepo } from './store/user-repo.ts';
+
+/**
+ * The framework-free core of the service (docs/architecture.md): the database and its
+ * repositories, the market state, keys, theses, usage, the rate limiter and the access rules.
+ * Every surface is built on it: the HTTP app (REST, identity, MCP over HTTP; src/server.ts),
+ * MCP over stdio, and the operator commands (src/cli.ts). It loads neither Fastify nor the
+ * MCP SDK.
+ */
+export interface Core extends Services {
+  config: Config;
+  /** The process's structured (JSON) logger; Fastify logs through it too. */
+  log: Logger;
+  database: Database;
+  /** The repositories: users, API keys, theses, signal history. */
+  repos: { users: UserRepo; keys: KeyRepo; theses: ThesisRepo; history: HistoryRepo };
+  usage: UsageTracker;
+  limiter: TierRateLimiter;
+  /** Who may call what: one module for REST and MCP. */
+  access: Access;
+  redis: Redis | null;
+  /** Stops the usage flush (writing what is pending), disconnects Redis and closes the database. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The logger of the process: pino, JSON lines to `stream` (default stdout). Authorization
+ * and cookie headers are redacted should a request's headers ever be logged.
+ */
+export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.WritableStream): Logger {
+  return pino(
+    {
+      level,
+      // No wildcard paths: they cost on every line.
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'], censor: '[redacted]' },
+    },
+    (stream ?? process.stdout) as pino.DestinationStream,
+  );
+}
+
+/** Connects ioredis for the rate limiter; failures are logged and the limiter falls back to memory. */
+function connectRedis(url: string, log: Logger): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2000,
+    retryStrategy: (n) => Math.min(n * 200, 2000),
+  });
+  let down = false;
+  redis.on('error', (err) => {
+    if (!down) log.warn({ err }, 'Redis unavailable: rate limits fall back to per-instance memory until it returns');
+    down = true;
+  });
+  redis.on('ready', () => {
+    if (down) log.info('Redis is back: rate limits are shared again');
+    down = false;
+  });
+  return redis;
+}
+
+/**
+ * Builds the core from a config: opens and migrates the database (PGlite or PostgreSQL),
+ * loads the dataset as of AS_OF and computes every series, and sets up keys, theses, usage
+ * counting, rate limits (memory or Redis) and access. JWT verification is configured here
+ * for an external identity provider (AUTH_ISSUER); the embedded one is attached later by the
+ * server (`core.access.useJwtVerifier`), since it lives in the database opened here.
+ * @throws ConfigError, DatabaseInUseError, DataValidationError or RangeError (AS_OF before the
+ *   data) with a message naming the problem; nothing stays open when it throws.
+ */
+export async function createCore(config: Config, opts: { logStream?: NodeJS.WritableStream; log?: Logger } = {}): Promise<Core> {
+  const log = opts.log ?? createLogger(config.LOG_LEVEL, opts.logStream);
+  const database = await openDatabase({ databaseUrl: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR });
+  let redis: Redis | null = null;
+  let usage: UsageTracker | null = null;
+  try {
+    const history = new HistoryRepo(database.db);
+    const market = await MarketService.create(new DatasetProvider(config.DATA_DIR), history, config.AS_OF);
+    const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
+    usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) => log.error({ err: loggableError(e) }, 'usage flush failed; will retry'));
+    redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
+    const limiter = new TierRateLimiter(redis);
+    const keys = new KeyService(repos.keys, repos.users, usage, database.kind === 'pglite');
+    const theses = new ThesisService(repos.theses, repos.users, market);
+    const access = new Access({
+      keys,
+      limiter,
+      usage,
+      userTier: (id) => repos.users.userTier(id),
+      jwt: config.AUTH_ISSUER ? createJwtVerifier({ issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE }) : null,
+    });
+    usage.start();
+    const u = usage;
+    const r = redis;
+    return {
+      config,
+      log,
+      database,
+      repos,
+      market,
+      keys,
+      theses,
+      usage: u,
+      limiter,
+      access,
+      redis: r,
+      async stop() {
+        await u.stop();
+        r?.disconnect();
+        await database.close();
+      },
+    };
+  } catch (err) {
+    await usage?.stop().catch(() => {});
+    redis?.disconnect();
+    await database.close().catch(() => {});
+    throw err;
+  }
+}
+
+/**
+ * Runs the signal-history backfill job on the core (skipped per asset when already done) and
+ * warms the answer cache, logging what it did.
+ */
+export async function prepareCore(core: Core): Promise<BackfillResult[]> {
+  const t0 = performance.now();
+  const result = await runBackfill(core.market, core.repos.history);
+  core.log.info(
+    { ms: Math.round(performance.now() - t0), inserted: result.reduce((s, r) => s + r.inserted, 0), skipped: result.filter((r) => r.skipped).length },
+    'signal history backfill',
+  );
+  core.market.warm();
+  return result;
+}

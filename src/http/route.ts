@@ -1,0 +1,84 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { z } from 'zod';
+import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
+import type { Policy } from '../services/access.ts';
+import type { Operation, Services } from '../services/operation.ts';
+import { ErrorEnvelopeSchema, okEnvelope, sendOk } from './envelope.ts';
+
+/** The parts of a request a route maps to its operation's input. */
+export interface RouteParts {
+  params: Record<string, unknown>;
+  query: Record<string, unknown>;
+  body: unknown;
+}
+
+/** How a REST route asks an operation: path, parsing, and the mapping to the operation's input. */
+export interface RouteSpec {
+  method: 'GET' | 'POST' | 'DELETE';
+  /** Path under /api/v1, Fastify syntax (`/signals/:asset`). */
+  url: string;
+  params?: z.ZodObject;
+  querystring?: z.ZodObject;
+  body?: z.ZodType;
+  /** Maps the parsed request to the operation's input (default: params, query and body merged). */
+  input?(r: RouteParts): unknown;
+}
+
+/** The OpenAPI security requirement of a policy (the schemes are declared in app.ts). */
+export function securityOf(policy: Policy): Record<string, string[]>[] {
+  switch (policy.name) {
+    case 'public':
+      return [{ bearerApiKey: [] }, {}];
+    case 'api-key':
+      return [{ bearerApiKey: [] }];
+    case 'api-key-or-user':
+      return [{ bearerApiKey: [] }, { bearerJwt: [] }];
+    case 'user':
+      return [{ bearerJwt: [] }];
+  }
+}
+
+/** Error codes every operation can answer: bad input, credentials, quota, and the server's own failures. */
+const ALWAYS: readonly ErrorCode[] = ['INVALID_PARAMETER', 'UNAUTHORIZED', 'RATE_LIMITED', 'INTERNAL_ERROR', 'SERVICE_UNAVAILABLE'];
+
+/** The error codes an operation can answer, by its policy and its own `errors`. */
+export function errorCodesOf(op: Operation): ErrorCode[] {
+  const codes = new Set<ErrorCode>([...ALWAYS, ...(op.errors ?? [])]);
+  if (op.policy.tiers) codes.add('TIER_REQUIRED');
+  return [...codes].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b]);
+}
+
+/**
+ * Registers one REST route around an operation: the policy goes into the route config (the
+ * guard enforces it), the OpenAPI entry is built from the operation (operationId, tag,
+ * summary, description, security, the success and every error status), and the handler maps
+ * the request to the operation's input and sends its answer in the envelope.
+ */
+export function operationRoute(app: FastifyInstance, services: Services, asOf: string | null, op: Operation, spec: RouteSpec): void {
+  const status = op.status ?? 200;
+  const response: Record<number, z.ZodType> = { [status]: okEnvelope(op.output) };
+  for (const code of errorCodesOf(op)) response[ERROR_STATUS[code]] = ErrorEnvelopeSchema;
+  const toInput = spec.input ?? ((r: RouteParts) => ({ ...r.params, ...r.query, ...(r.body as object | undefined) }));
+  app.withTypeProvider<ZodTypeProvider>().route({
+    method: spec.method,
+    url: spec.url,
+    config: { policy: op.policy },
+    schema: {
+      operationId: op.name,
+      tags: [op.tag],
+      summary: op.summary,
+      description: op.description,
+      security: securityOf(op.policy),
+      ...(spec.params ? { params: spec.params } : {}),
+      ...(spec.querystring ? { querystring: spec.querystring } : {}),
+      ...(spec.body ? { body: spec.body } : {}),
+      response,
+    },
+    handler: async (req: FastifyRequest, reply) => {
+      const input = toInput({ params: (req.params ?? {}) as Record<string, unknown>, query: (req.query ?? {}) as Record<string, unknown>, body: req.body });
+      const out = await op.run(services, req.caller, input as never);
+      return sendOk(req, reply, out.json, out.cached, asOf, status);
+    },
+  });
+}

@@ -1,0 +1,69 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import * as ops from '../../services/operations/index.ts';
+import type { Services } from '../../services/operation.ts';
+import { CreateKeyInput, RevokeKeyInput } from '../../services/schemas/keys.ts';
+import { ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
+import { operationRoute, type RouteParts } from '../route.ts';
+
+/** `include_factors`: only the literal strings `true` and `false` are accepted. */
+export const IncludeFactors = z
+  .enum(['true', 'false'], { error: "must be 'true' or 'false'" })
+  .optional()
+  .describe('Add the factor breakdown (`true`) or not (`false`, default)');
+
+/** Integer query parameter within bounds, rejected (never clamped) outside them. */
+export function boundedInt(min: number, max: number, dflt: number, what: string) {
+  const msg = `must be an integer from ${min} to ${max}`;
+  // Decimal digits only: no hex (0x10), exponent (1e2) or binary (0b11) forms.
+  return (
+    z
+      .string({ error: msg })
+      .regex(/^\d{1,6}$/, { error: msg })
+      .transform(Number)
+      .pipe(z.number().int().min(min, { error: msg }).max(max, { error: msg }))
+      .optional()
+      .transform((v) => v ?? dflt)
+      // The documented (OpenAPI) type is the integer the string stands for.
+      .meta({ type: 'integer', minimum: min, maximum: max, default: dflt, description: `${what} (${min}..${max}, default ${dflt})` })
+  );
+}
+
+/** Query of GET /signal-history/{asset}. */
+export const HistoryQuery = z.object({
+  days: boundedInt(1, 365, 30, 'History period in days, ending at the as-of day'),
+  limit: boundedInt(1, 200, 50, 'Maximum number of entries'),
+});
+
+const AssetParam = z.object({ asset: z.string().min(1).max(64).describe('Asset id (e.g. `bitcoin`) or ticker (`btc`), any case') });
+const ChainParam = z.object({ asset: z.string().min(1).max(64).describe('Chain: `eth`, `sol` or `hype`') });
+const Factors = z.object({ include_factors: IncludeFactors });
+const withFactors = (r: RouteParts) => ({ ...r.params, include_factors: r.query.include_factors === 'true' });
+const chain = (r: RouteParts) => ({ chain: r.params.asset });
+
+/**
+ * Every /api/v1 route: one line per operation (path + parsing around it; the operation in
+ * services/operations/ holds the policy, the schemas and the handler).
+ */
+export async function v1Routes(app: FastifyInstance, opts: { services: Services; asOf: string | null }): Promise<void> {
+  const route = (op: Parameters<typeof operationRoute>[3], spec: Parameters<typeof operationRoute>[4]) => operationRoute(app, opts.services, opts.asOf, op, spec);
+
+  route(ops.listSignals, { method: 'GET', url: '/signals', querystring: Factors, input: withFactors });
+  route(ops.getSignal, { method: 'GET', url: '/signals/:asset', params: AssetParam, querystring: Factors, input: withFactors });
+  route(ops.getRegime, { method: 'GET', url: '/regime' });
+  route(ops.listChainHealth, { method: 'GET', url: '/chain-health' });
+  route(ops.getChainHealth, { method: 'GET', url: '/chain-health/:asset', params: ChainParam, input: chain });
+  route(ops.getChainMetrics, { method: 'GET', url: '/chain-metrics/:asset', params: ChainParam, input: chain });
+  route(ops.listAssets, { method: 'GET', url: '/assets' });
+  route(ops.getSignalHistory, { method: 'GET', url: '/signal-history/:asset', params: AssetParam, querystring: HistoryQuery });
+
+  route(ops.createKey, { method: 'POST', url: '/keys/create', body: CreateKeyInput.optional() });
+  route(ops.listKeys, { method: 'GET', url: '/keys' });
+  route(ops.revokeKey, { method: 'POST', url: '/keys/revoke', body: RevokeKeyInput });
+
+  route(ops.createThesis, { method: 'POST', url: '/thesis', body: ThesisInputSchema });
+  route(ops.listTheses, { method: 'GET', url: '/thesis' });
+  route(ops.getThesis, { method: 'GET', url: '/thesis/:id', params: ThesisIdInput });
+  route(ops.deleteThesis, { method: 'DELETE', url: '/thesis/:id', params: ThesisIdInput });
+  route(ops.getThesisHealth, { method: 'GET', url: '/thesis/:id/health', params: ThesisIdInput });
+}

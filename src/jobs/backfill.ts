@@ -1,0 +1,43 @@
+import type { MarketService } from '../services/market.ts';
+import type { HistoryRepo } from '../store/history-repo.ts';
+
+/**
+ * Version of the signal model. Stored with each backfill so a model change is visible;
+ * bump it when the engine's output for a past day would change.
+ */
+export const ENGINE_VERSION = 'signals-v1';
+
+/** Per asset: rows inserted (0 when skipped) and whether a previous run already covered it. */
+export interface BackfillResult {
+  asset: string;
+  inserted: number;
+  skipped: boolean;
+}
+
+/**
+ * The signal-history backfill job: stores every asset's signal changes, computed point-in-time
+ * (each from data up to its own day), through the as-of day, unless a previous run already
+ * covered it with the same engine version; then saves the served snapshot of the as-of day.
+ * Idempotent: history is never rewritten (docs/methodology.md, "Signal history").
+ * @throws when the database fails (each asset's rows are written in one transaction, so a
+ *   failure leaves no half-written asset).
+ */
+export async function runBackfill(market: MarketService, history: HistoryRepo): Promise<BackfillResult[]> {
+  const out: BackfillResult[] = [];
+  for (const a of market.data.assets) {
+    const through = market.data.candles.get(a.asset)?.at(-1)?.date;
+    if (!through) continue;
+    const state = await history.backfillState(a.asset);
+    if (state && state.engineVersion === ENGINE_VERSION && state.throughDate >= through) {
+      out.push({ asset: a.asset, inserted: 0, skipped: true });
+      continue;
+    }
+    const inserted = await history.storeChanges(a.asset, market.changes(a.asset), through, ENGINE_VERSION);
+    out.push({ asset: a.asset, inserted, skipped: false });
+  }
+  await history.saveSnapshots(
+    market.asOf,
+    market.signals(true).value.signals.map((s) => ({ asset: s.asset, signal: s.signal, score: s.score, confidence: s.confidence, price_usd: s.price_usd, payload: s })),
+  );
+  return out;
+}

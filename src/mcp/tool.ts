@@ -1,0 +1,113 @@
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { type ErrorCode, ServiceError, loggableError, unexpectedError } from '../errors.ts';
+import type { LimitDecision } from '../rate-limit/limiter.ts';
+import type { Access, Caller } from '../services/access.ts';
+import type { Operation, Services } from '../services/operation.ts';
+
+/** The names of the six MCP tools (README, "MCP"). */
+export const TOOL_NAMES = ['get_signals', 'get_market_regime', 'get_chain_health', 'get_thesis_health', 'get_assets', 'get_signal_history'] as const;
+/** One of the six tool names. */
+export type ToolName = (typeof TOOL_NAMES)[number];
+
+/** Every tool is read-only, idempotent and answers from this service's own data. */
+export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const;
+
+/**
+ * An MCP tool: title, description and text summary around one or two operations
+ * (services/operations), which define who may call it and what it answers
+ * (docs/architecture.md, "Adding a tool"). `structuredContent` is the operation's output,
+ * equal to the REST `data` of the same question.
+ */
+export interface ToolDefinition<A extends z.ZodObject = z.ZodObject, D = unknown> {
+  name: ToolName;
+  title: string;
+  description: string;
+  /** The arguments, with the same bounds as the REST parameters. */
+  input: A;
+  /** The output (MCP needs one object schema; a tool over two operations lists both shapes' fields as optional). */
+  output: z.ZodObject;
+  /** The operation that answers these arguments, and its input. */
+  route(args: z.output<A>): { op: Operation; input: unknown };
+  /** A short human-readable summary of the answer (the text content). */
+  summary(data: D): string;
+}
+
+/** Declares a tool (identity function that keeps the argument and data types). */
+export function defineTool<A extends z.ZodObject, D>(t: ToolDefinition<A, D>): ToolDefinition<A, D> {
+  return t;
+}
+
+/** The `tools/list` entry of a tool: JSON Schemas converted once (draft-7, as the SDK does). */
+export function listEntry(t: ToolDefinition): Tool {
+  return {
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    inputSchema: z.toJSONSchema(t.input, { target: 'draft-7', io: 'input' }) as Tool['inputSchema'],
+    outputSchema: z.toJSONSchema(t.output, { target: 'draft-7', io: 'output' }) as Tool['outputSchema'],
+    annotations: READ_ONLY,
+  };
+}
+
+/** The error a failed tool call carries in its text content, as JSON (the REST error object). */
+export interface ToolError {
+  error: { code: ErrorCode; message: string; details?: Record<string, unknown> };
+}
+
+/** An `isError` result whose text is `{"error": {code, message, details?}}` with the REST code. */
+export function failure(err: ServiceError): CallToolResult {
+  const body: ToolError = { error: err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message } };
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
+}
+
+/** What a tool call runs with: the services, the access rules, and who is calling. */
+export interface ToolContext {
+  services: Services;
+  access: Access;
+  /** Who is calling (from the API key in `Authorization: Bearer`, or anonymous). */
+  caller: Caller;
+  /**
+   * Re-checks the caller before each call (stdio, where one process serves one key for its
+   * whole life: a revoked key or a changed tier must count at once).
+   * @throws ServiceError UNAUTHORIZED when the key is no longer valid.
+   */
+  reauthenticate?(): Promise<Caller>;
+  /** Receives the limits after each metered call (the HTTP transport reports them as headers). */
+  onLimits?(limits: LimitDecision): void;
+  /** Logs an unexpected failure (its message is not shown to the client). */
+  logError?(err: unknown, tool: string): void;
+}
+
+/** `Invalid argument 'days': Too small: ...`, naming the first bad field. */
+function invalidArguments(err: z.ZodError): ServiceError {
+  const first = err.issues[0];
+  const field = first?.path.join('.') ?? '';
+  return new ServiceError('INVALID_PARAMETER', `Invalid argument${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`, field ? { field } : undefined);
+}
+
+/**
+ * Runs one tools/call: validates the arguments, re-checks the caller where asked, authorizes
+ * and meters it with the operation's policy (services/access.ts, as REST does), runs the
+ * operation and returns its data as structuredContent plus a text summary. Failures are
+ * `isError` results with the REST error code; refused calls consume no quota.
+ */
+export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: unknown): Promise<CallToolResult> {
+  const args = tool.input.safeParse(rawArgs ?? {});
+  if (!args.success) return failure(invalidArguments(args.error));
+  try {
+    const caller = ctx.reauthenticate ? await ctx.reauthenticate() : ctx.caller;
+    const { op, input } = tool.route(args.data);
+    const denied = ctx.access.authorize(caller, op.policy);
+    if (denied) return failure(denied);
+    const metered = await ctx.access.meter(caller, op.policy);
+    ctx.onLimits?.(metered.limits);
+    if (metered.error) return failure(metered.error);
+    const out = await op.run(ctx.services, caller, input as never);
+    return { structuredContent: out.value as Record<string, unknown>, content: [{ type: 'text', text: tool.summary(out.value) }] };
+  } catch (e) {
+    if (e instanceof ServiceError) return failure(e);
+    ctx.logError?.(loggableError(e), tool.name);
+    return failure(unexpectedError(e));
+  }
+}

@@ -1,0 +1,18 @@
+import { getSignalHistory } from '../../services/operations/market.ts';
+import { HistoryDataSchema, type HistoryData } from '../../services/schemas/market.ts';
+import { defineTool } from '../tool.ts';
+
+/** get_signal_history: getSignalHistory (API key of the pro or api tier); arguments = the operation's input. */
+export const getSignalHistoryTool = defineTool({
+  name: 'get_signal_history',
+  title: 'Signal history',
+  description:
+    "Past changes of an asset's signal, newest first, each with the factor snapshot computed point-in-time from the data of that day. Needs a Pro or API tier key. Same data as GET /api/v1/signal-history/{asset}.",
+  input: getSignalHistory.input,
+  output: HistoryDataSchema,
+  route: (a) => ({ op: getSignalHistory, input: a }),
+  summary(d: HistoryData): string {
+    const head = `${d.entries.length} signal changes of ${d.asset} in the last ${d.days} days (limit ${d.limit})`;
+    return [head + (d.entries.length ? ':' : '.'), ...d.entries.map((e) => `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd})`)].join('\n');
+  },
+});

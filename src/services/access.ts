@@ -1,0 +1,276 @@
+import { looksLikeApiKey } from '../auth/api-keys.ts';
+import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts';
+import type { Tier } from '../auth/tiers.ts';
+import { ServiceError, unexpectedError } from '../errors.ts';
+import type { LimitDecision, TierRateLimiter } from '../rate-limit/limiter.ts';
+import type { KeyCaller, KeyService, UserIdentity } from './keys.ts';
+import type { UsageTracker } from './usage.ts';
+
+/**
+ * Who may call an operation, declared once per operation (services/operations/*) and enforced
+ * here for REST, MCP and every other surface alike (docs/architecture.md, "Access").
+ *
+ * - `public`: an API key is optional; without one the caller is the unauthenticated tier,
+ *   counted per client address. A JWT is not accepted.
+ * - `api-key`: an API key is required (`Authorization: Bearer svc_live_...`), optionally of
+ *   one of `tiers`.
+ * - `api-key-or-user`: an API key or the JWT of a signed-in user (theses); a JWT caller counts
+ *   against the user's tier quota.
+ * - `user`: the JWT of a signed-in user only (key management), on a per-user budget of
+ *   USER_REQUESTS_PER_MINUTE instead of the API quota.
+ *
+ * `quota: 'none'` is for requests that are not operations (the OpenAPI document, the MCP
+ * transport, whose tool calls are metered one by one): the caller is identified, nothing is
+ * counted.
+ */
+export interface Policy {
+  readonly name: 'public' | 'api-key' | 'api-key-or-user' | 'user';
+  /** Tiers allowed (default: all). */
+  readonly tiers?: readonly Tier[];
+  /** What a served request counts against. */
+  readonly quota: 'tier' | 'user' | 'none';
+}
+
+/** Anyone; an API key raises the tier. */
+export const PUBLIC: Policy = { name: 'public', quota: 'tier' };
+/** Anyone, counting nothing (the OpenAPI document; the MCP transport before a tool runs). */
+export const PUBLIC_UNMETERED: Policy = { name: 'public', quota: 'none' };
+/** An API key, of one of `tiers` when given. */
+export function apiKey(tiers?: readonly Tier[]): Policy {
+  return tiers ? { name: 'api-key', tiers, quota: 'tier' } : { name: 'api-key', quota: 'tier' };
+}
+/** An API key or the JWT of a signed-in user. */
+export const API_KEY_OR_USER: Policy = { name: 'api-key-or-user', quota: 'tier' };
+/** The JWT of a signed-in user (key management). */
+export const USER: Policy = { name: 'user', quota: 'user' };
+
+/** Who is calling. `subject` is what quotas are counted per. */
+export type Caller =
+  | { kind: 'anonymous'; tier: 'unauthenticated'; subject: string }
+  | { kind: 'key'; tier: Tier; subject: string; keyId: string; userId: string }
+  | { kind: 'jwt'; tier: Tier; subject: string; userId: string; email: string | null };
+
+/** The caller of the unauthenticated tier, counted per `subject` (e.g. `ip:<address>`, `stdio`). */
+export function anonymousCaller(subject: string): Caller {
+  return { kind: 'anonymous', tier: 'unauthenticated', subject };
+}
+
+/** The caller a valid API key stands for. */
+export function keyCaller(k: KeyCaller): Caller {
+  return { kind: 'key', tier: k.tier, subject: `key:${k.keyId}`, keyId: k.keyId, userId: k.userId };
+}
+
+/**
+ * The signed-in user behind a caller admitted by the `user` or `api-key-or-user` policy (the
+ * owner of keys and theses).
+ * @throws ServiceError UNAUTHORIZED for an anonymous caller (a policy that let one through).
+ */
+export function signedInUser(c: Caller): UserIdentity {
+  if (c.kind === 'jwt') return { userId: c.userId, email: c.email };
+  if (c.kind === 'key') return { userId: c.userId, email: null };
+  throw new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
+}
+
+/** Failed authentications allowed per client address per minute before 429. */
+export const AUTH_FAILURES_PER_MINUTE = 20;
+/** Key-management requests allowed per user per minute (policy `user`). */
+export const USER_REQUESTS_PER_MINUTE = 30;
+
+/** Every message of an access refusal, written once for REST and MCP. */
+export const MESSAGES = {
+  keyRequired: 'This operation needs an API key: send Authorization: Bearer svc_live_... (MCP over stdio: set MARKET_INTEL_API_KEY)',
+  jwtRequired: 'Key management needs the JWT of a signed-in user: Authorization: Bearer <JWT>',
+  keyNotJwt: 'Key management takes the JWT of a signed-in user, not an API key',
+  badHeader: 'Authorization header must be: Bearer <token>',
+  invalidKey: 'Invalid API key',
+  invalidJwt: 'Invalid or expired token',
+  idpDown: 'The identity provider could not be reached; try again shortly',
+  tooManyFailures: 'Too many failed authentication attempts from this address',
+  tierRequired: (tiers: readonly Tier[], tier: Tier) => `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}`,
+  rateLimited: (limit: number, window: string, tier: Tier) => `Rate limit exceeded: ${limit} requests per ${window} for the ${tier} tier`,
+  userRateLimited: `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`,
+} as const;
+
+/** The outcome of `authenticate`: the caller, or the refusal with the limits to report. */
+export type Authentication =
+  | { ok: true; caller: Caller }
+  | {
+      ok: false;
+      /** UNAUTHORIZED (details.reason), RATE_LIMITED (failed-auth budget), or 503/500 when a dependency failed. */
+      error: ServiceError;
+      /** The client address's unauthenticated-tier state, for the rate-limit headers. */
+      limits: LimitDecision;
+      /** The unexpected error behind a 5xx, for the log. */
+      cause?: unknown;
+    };
+
+/** The outcome of `meter`: the limits to report and, when refused, the 429. */
+export interface Metering {
+  limits: LimitDecision;
+  error: ServiceError | null;
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/** 429 RATE_LIMITED with `details: {window, limit, reset, retry_after}` (seconds). */
+function rateLimited(message: string, window: 'minute' | 'day', limit: number, reset: Date, retryAfterSec: number): ServiceError {
+  return new ServiceError('RATE_LIMITED', message, { window, limit, reset: reset.toISOString(), retry_after: retryAfterSec });
+}
+
+/** What the access checks need. */
+export interface AccessDeps {
+  keys: KeyService;
+  limiter: TierRateLimiter;
+  usage: UsageTracker;
+  /** The plan of a signed-in user (JWT callers), or null when the user is not known yet. */
+  userTier(userId: string): Promise<Tier | null>;
+  /** The verifier of signed-in users' JWTs; null when no identity provider is configured. */
+  jwt?: JwtCheck | null;
+}
+
+/**
+ * The one access module: `authenticate` (who is calling), `authorize` (may they call this
+ * operation), `meter` (count the call against their quota). REST's guard and the MCP tool
+ * runner are thin callers of these three; refused requests consume no quota; failed
+ * authentications count against a per-address budget, and an address over it is refused
+ * before any key or JWT is looked up.
+ */
+export class Access {
+  readonly #deps: AccessDeps;
+  #jwt: JwtCheck | null;
+  readonly #authFailures;
+  readonly #perUser;
+
+  constructor(deps: AccessDeps) {
+    this.#deps = deps;
+    this.#jwt = deps.jwt ?? null;
+    this.#authFailures = deps.limiter.budget('auth-fail', AUTH_FAILURES_PER_MINUTE, 60);
+    this.#perUser = deps.limiter.budget('user', USER_REQUESTS_PER_MINUTE, 60);
+  }
+
+  /** Sets the JWT verifier once the identity provider is built (it needs the open database). */
+  useJwtVerifier(jwt: JwtCheck | null): void {
+    this.#jwt = jwt;
+  }
+
+  async #identify(header: string | undefined, policy: Policy, address: string): Promise<Caller> {
+    if (header === undefined || header === '') {
+      if (policy.name === 'api-key' || policy.name === 'api-key-or-user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
+      if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
+      return anonymousCaller(`ip:${address}`);
+    }
+    const m = BEARER.exec(header);
+    if (!m) throw new ServiceError('UNAUTHORIZED', MESSAGES.badHeader, { reason: 'malformed' });
+    const token = m[1]!;
+    if (looksLikeApiKey(token)) {
+      if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyNotJwt, { reason: 'wrong_credential' });
+      return keyCaller(await this.#deps.keys.authenticate(token));
+    }
+    if (policy.name === 'public' || policy.name === 'api-key' || !this.#jwt) {
+      throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidKey, { reason: 'malformed' });
+    }
+    let claims: { sub: string; email: string | null };
+    try {
+      claims = await this.#jwt.verify(token);
+    } catch (e) {
+      // Not the caller's fault: 503, and no failed-authentication count against its address.
+      if (e instanceof IdentityProviderUnavailableError) throw new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown);
+      throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt, { reason: 'invalid_jwt' });
+    }
+    const tier = (await this.#deps.userTier(claims.sub)) ?? 'free';
+    return { kind: 'jwt', tier, subject: `user:${claims.sub}`, userId: claims.sub, email: claims.email };
+  }
+
+  /**
+   * Identifies the caller from an `Authorization` header value under `policy`'s credential
+   * rules. `address` is the client's IP (the per-address failed-authentication budget and the
+   * unauthenticated tier are counted per address).
+   */
+  async authenticate(header: string | undefined, policy: Policy, address: string): Promise<Authentication> {
+    const peekAddress = () => this.#deps.limiter.peek(`ip:${address}`, 'unauthenticated');
+    if (header) {
+      const blocked = await this.#authFailures.exhausted(address);
+      if (blocked.exhausted) return { ok: false, error: this.#tooManyFailures(blocked.retryAfterSec), limits: await peekAddress() };
+    }
+    try {
+      return { ok: true, caller: await this.#identify(header, policy, address) };
+    } catch (e) {
+      if (e instanceof ServiceError && e.code === 'UNAUTHORIZED') {
+        const limits = await peekAddress();
+        const budget = await this.#authFailures.consume(address);
+        return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec), limits };
+      }
+      // A dependency failed while identifying the caller (503/500): the response still
+      // carries the rate-limit headers, of the client address.
+      return { ok: false, error: unexpectedError(e), limits: await peekAddress(), cause: e instanceof ServiceError ? undefined : e };
+    }
+  }
+
+  #tooManyFailures(retryAfterSec: number): ServiceError {
+    return rateLimited(MESSAGES.tooManyFailures, 'minute', AUTH_FAILURES_PER_MINUTE, new Date(Date.now() + retryAfterSec * 1000), retryAfterSec);
+  }
+
+  /**
+   * Whether an identified caller may call an operation with `policy`.
+   * @returns null when allowed; UNAUTHORIZED when the policy needs a credential the caller
+   *   lacks; TIER_REQUIRED (details: required_tiers, tier) when the caller's tier is not one
+   *   of the policy's.
+   */
+  authorize(caller: Caller, policy: Policy): ServiceError | null {
+    if (caller.kind === 'anonymous' && (policy.name === 'api-key' || policy.name === 'api-key-or-user')) {
+      return new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
+    }
+    if (caller.kind !== 'jwt' && policy.name === 'user') return new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
+    if (policy.tiers && !policy.tiers.includes(caller.tier)) {
+      return new ServiceError('TIER_REQUIRED', MESSAGES.tierRequired(policy.tiers, caller.tier), { required_tiers: policy.tiers, tier: caller.tier });
+    }
+    return null;
+  }
+
+  /** The caller's current limits without counting anything (refused requests, unmetered ones). */
+  peek(caller: Caller): Promise<LimitDecision> {
+    return this.#deps.limiter.peek(caller.subject, caller.tier);
+  }
+
+  /**
+   * Counts one request of an authorized caller under `policy`: the tier quota (per key, per
+   * user for JWT callers, per address for anonymous ones; a served API-key request is added
+   * to the key's usage), the per-user budget for `user`, or nothing for `quota: 'none'`.
+   * A refused request consumes nothing.
+   */
+  async meter(caller: Caller, policy: Policy): Promise<Metering> {
+    if (policy.quota === 'none') return { limits: await this.peek(caller), error: null };
+    if (policy.quota === 'user' && caller.kind === 'jwt') {
+      const b = await this.#perUser.consume(caller.userId);
+      const now = Date.now();
+      const reset = new Date(now + b.resetSec * 1000);
+      const limits: LimitDecision = {
+        allowed: b.allowed,
+        tier: caller.tier,
+        limit: USER_REQUESTS_PER_MINUTE,
+        remaining: b.remaining,
+        reset,
+        windows: [{ window: 'minute', limit: USER_REQUESTS_PER_MINUTE, remaining: b.remaining, resetSec: b.resetSec }],
+      };
+      if (b.allowed) return { limits, error: null };
+      const retryAt = new Date(now + b.retryAfterSec * 1000);
+      limits.exceeded = { window: 'minute', limit: USER_REQUESTS_PER_MINUTE, reset: retryAt, retryAfterSec: b.retryAfterSec };
+      return { limits, error: rateLimited(MESSAGES.userRateLimited, 'minute', USER_REQUESTS_PER_MINUTE, retryAt, b.retryAfterSec) };
+    }
+    const d = await this.#deps.limiter.consume(caller.subject, caller.tier);
+    if (!d.allowed) {
+      const x = d.exceeded!;
+      return { limits: d, error: rateLimited(MESSAGES.rateLimited(x.limit, x.window, caller.tier), x.window, x.limit, x.reset, x.retryAfterSec) };
+    }
+    if (caller.kind === 'key') this.#deps.usage.record(caller.keyId);
+    return { limits: d, error: null };
+  }
+}
+
+/**
+ * The `WWW-Authenticate` value of a 401 (RFC 6750 section 3): no error code when the request
+ * carried no credentials, `invalid_token` with the reason otherwise.
+ */
+export function bearerChallenge(err: ServiceError): string {
+  return err.details?.reason === 'missing' ? 'Bearer realm="api"' : `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`;
+}

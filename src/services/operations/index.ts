@@ -1,0 +1,28 @@
+import type { Operation } from '../operation.ts';
+import { createKey, listKeys, revokeKey } from './keys.ts';
+import { getChainHealth, getChainMetrics, getRegime, getSignal, getSignalHistory, listAssets, listChainHealth, listSignals } from './market.ts';
+import { createThesis, deleteThesis, getThesis, getThesisHealth, listTheses } from './theses.ts';
+
+export * from './keys.ts';
+export * from './market.ts';
+export * from './theses.ts';
+
+/** Every public operation of the service (REST serves all of them; MCP tools wrap the read-only market and thesis-health ones). */
+export const OPERATIONS: readonly Operation[] = [
+  listSignals,
+  getSignal,
+  getRegime,
+  listChainHealth,
+  getChainHealth,
+  getChainMetrics,
+  listAssets,
+  getSignalHistory,
+  createKey,
+  listKeys,
+  revokeKey,
+  createThesis,
+  listTheses,
+  getThesis,
+  deleteThesis,
+  getThesisHealth,
+] as Operation[];

@@ -1,0 +1,123 @@
+import { z } from 'zod';
+import { HISTORY_TIERS } from '../../auth/tiers.ts';
+import { apiKey, PUBLIC } from '../access.ts';
+import { defineOperation } from '../operation.ts';
+import {
+  AssetsDataSchema,
+  ChainHealthListSchema,
+  ChainHealthSchema,
+  ChainMetricsSchema,
+  HistoryDataSchema,
+  RegimeDataSchema,
+  SignalEntrySchema,
+  SignalsDataSchema,
+} from '../schemas/market.ts';
+
+/**
+ * The market questions: signals, regime, chain health, chain metrics, assets, signal history.
+ * All computed point-in-time from the data as of the service's as-of day (MarketService).
+ */
+
+/** An asset id (CoinGecko, e.g. `bitcoin`) or ticker (`BTC`), any case. */
+export const AssetArg = z.string().min(1).max(64).describe('Asset id (e.g. "bitcoin") or ticker ("BTC"), any case; see GET /assets or get_assets');
+/** A chain: `eth`, `sol` or `hype` (their asset ids and tickers are accepted too). */
+export const ChainArg = z.string().min(1).max(64).describe('Chain: eth, sol or hype (asset ids and tickers accepted)');
+const IncludeFactorsArg = z.boolean().default(false).describe('Add the factor breakdown whose contributions sum to the score');
+const None = z.object({});
+
+export const listSignals = defineOperation({
+  name: 'listSignals',
+  tag: 'signals',
+  summary: 'Signals of all assets',
+  description:
+    'Current five-level signal per asset (strong_buy, buy, neutral, sell, strong_sell) with score (-1..1), confidence (0..1), price and 24 h / 7 d changes; `include_factors=true` adds the factor breakdown whose contributions sum to the score. Assets without data at the as-of day are listed under `unavailable`.',
+  policy: PUBLIC,
+  input: z.object({ include_factors: IncludeFactorsArg }),
+  output: SignalsDataSchema,
+  run: (s, _caller, input) => s.market.signals(input.include_factors),
+});
+
+export const getSignal = defineOperation({
+  name: 'getSignal',
+  tag: 'signals',
+  summary: 'Signal of one asset',
+  description: 'The signal of one asset with score, confidence, price, changes and `since`; `include_factors=true` adds the explained factor breakdown.',
+  policy: PUBLIC,
+  errors: ['NOT_FOUND'],
+  input: z.object({ asset: AssetArg, include_factors: IncludeFactorsArg }),
+  output: SignalEntrySchema,
+  run: (s, _caller, input) => s.market.signal(input.asset, input.include_factors),
+});
+
+export const getRegime = defineOperation({
+  name: 'getRegime',
+  tag: 'regime',
+  summary: 'BTC market regime',
+  description: 'bull / bear / neutral with hysteresis, the conditions behind it (RSI-14, Fear & Greed, momentum, funding rate) and the signals of all assets.',
+  policy: PUBLIC,
+  input: None,
+  output: RegimeDataSchema,
+  run: (s) => s.market.regime(),
+});
+
+export const listChainHealth = defineOperation({
+  name: 'listChainHealth',
+  tag: 'chains',
+  summary: 'Health scores of eth, sol and hype',
+  description: 'Z-score normalized on-chain health (0..100, 50 = normal) with regime-adjusted sensitivity; stale or missing metrics are listed, not filled.',
+  policy: PUBLIC,
+  input: None,
+  output: ChainHealthListSchema,
+  run: (s) => s.market.chainHealth(),
+});
+
+export const getChainHealth = defineOperation({
+  name: 'getChainHealth',
+  tag: 'chains',
+  summary: 'Health score of one chain',
+  description: 'The health score of eth, sol or hype with its component z-scores and the metrics that are missing or stale.',
+  policy: PUBLIC,
+  errors: ['NOT_FOUND'],
+  input: z.object({ chain: ChainArg }),
+  output: ChainHealthSchema,
+  run: (s, _caller, input) => s.market.chainHealthOf(input.chain),
+});
+
+export const getChainMetrics = defineOperation({
+  name: 'getChainMetrics',
+  tag: 'chains',
+  summary: 'Raw chain metrics with 7-day deltas',
+  description: "Every metric of the chain with its newest value (and that value's own as_of), the change over 7 days and its source; a metric without data has `value: null`.",
+  policy: PUBLIC,
+  errors: ['NOT_FOUND'],
+  input: z.object({ chain: ChainArg }),
+  output: ChainMetricsSchema,
+  run: (s, _caller, input) => s.market.chainMetrics(input.chain),
+});
+
+export const listAssets = defineOperation({
+  name: 'listAssets',
+  tag: 'assets',
+  summary: 'Supported assets with signals and capability flags',
+  description: 'The supported assets (CoinGecko ids and tickers) with their current signal, price, chain, the dates their data covers, and what can be asked about each.',
+  policy: PUBLIC,
+  input: None,
+  output: AssetsDataSchema,
+  run: (s) => s.market.assets(),
+});
+
+export const getSignalHistory = defineOperation({
+  name: 'getSignalHistory',
+  tag: 'signals',
+  summary: 'Historical signal changes (Pro or API tier)',
+  description: 'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day. Needs an API key of the pro or api tier.',
+  policy: apiKey(HISTORY_TIERS),
+  errors: ['NOT_FOUND'],
+  input: z.object({
+    asset: AssetArg,
+    days: z.number().int().min(1).max(365).default(30).describe('History period in days, ending at the as-of day (1..365)'),
+    limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of entries (1..200)'),
+  }),
+  output: HistoryDataSchema,
+  run: (s, _caller, input) => s.market.signalHistory(input.asset, input.days, input.limit),
+});

@@ -1,0 +1,70 @@
+import { z } from 'zod';
+import { API_KEY_OR_USER, signedInUser } from '../access.ts';
+import { defineOperation, fresh } from '../operation.ts';
+import { DeletedThesisSchema, ThesisHealthSchema, ThesisIdInput, ThesisInputSchema, ThesisListSchema, ThesisSchema } from '../schemas/theses.ts';
+
+/** Theses: a user's trade ideas (API key or JWT; owner only, another user's thesis is 404). */
+
+export const createThesis = defineOperation({
+  name: 'createThesis',
+  tag: 'theses',
+  summary: 'Create a thesis',
+  description:
+    'A trade idea on one asset: direction, optional entry/target/stop prices, and conditions over price_usd, change_7d_pct, rsi_14, signal, signal_score, regime, fear_greed, funding_rate, chain_health_score.',
+  policy: API_KEY_OR_USER,
+  input: ThesisInputSchema,
+  output: ThesisSchema,
+  status: 201,
+  run: async (s, caller, input) => {
+    const u = signedInUser(caller);
+    return fresh(await s.theses.create(u.userId, u.email, input));
+  },
+});
+
+export const listTheses = defineOperation({
+  name: 'listTheses',
+  tag: 'theses',
+  summary: "List the caller's theses",
+  description: 'The theses of the caller (the owner of the API key, or the signed-in user), newest first.',
+  policy: API_KEY_OR_USER,
+  input: z.object({}),
+  output: ThesisListSchema,
+  run: async (s, caller) => fresh(await s.theses.list(signedInUser(caller).userId)),
+});
+
+export const getThesis = defineOperation({
+  name: 'getThesis',
+  tag: 'theses',
+  summary: 'One thesis (owner only)',
+  description: "One of the caller's theses; another user's thesis is 404, as a missing one.",
+  policy: API_KEY_OR_USER,
+  errors: ['NOT_FOUND'],
+  input: ThesisIdInput,
+  output: ThesisSchema,
+  run: async (s, caller, input) => fresh(await s.theses.get(signedInUser(caller).userId, input.id)),
+});
+
+export const deleteThesis = defineOperation({
+  name: 'deleteThesis',
+  tag: 'theses',
+  summary: 'Delete a thesis (owner only)',
+  description: 'Deletes one of the caller\'s theses; afterwards it is 404.',
+  policy: API_KEY_OR_USER,
+  errors: ['NOT_FOUND'],
+  input: ThesisIdInput,
+  output: DeletedThesisSchema,
+  run: async (s, caller, input) => fresh(await s.theses.delete(signedInUser(caller).userId, input.id)),
+});
+
+export const getThesisHealth = defineOperation({
+  name: 'getThesisHealth',
+  tag: 'theses',
+  summary: 'Evaluate a thesis against current data (owner only)',
+  description:
+    'Health score 0..100, status, triggered conditions and the action-required flag (an invalidation holds, the stop is hit, or the score is below 40). Method: docs/methodology.md, "Thesis health".',
+  policy: API_KEY_OR_USER,
+  errors: ['NOT_FOUND'],
+  input: ThesisIdInput,
+  output: ThesisHealthSchema,
+  run: async (s, caller, input) => fresh(await s.theses.health(signedInUser(caller).userId, input.id)),
+});

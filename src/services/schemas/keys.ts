@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { safeText, TierSchema } from './common.ts';
+
+/** Schemas of self-service API keys: create (shown once), list with usage, revoke. */
+
+/** Body of POST /keys/create. */
+export const CreateKeyInput = z.object({ name: safeText(1, 64).optional().describe('A name to recognise the key by (default "default")') }).strict();
+
+/** Body of POST /keys/revoke. */
+export const RevokeKeyInput = z.object({ key_id: z.uuid({ error: 'must be a UUID' }).describe('The id of the key to revoke (from GET /keys)') });
+
+/** `data` of POST /keys/create: the full key, shown this once. */
+export const CreatedKeySchema = z.object({
+  id: z.uuid(),
+  key: z.string().describe('The full API key: shown this once, never again'),
+  prefix: z.string().describe('`svc_live_` and the first 4 random characters, to recognise the key in lists'),
+  name: z.string(),
+  tier: TierSchema,
+  created_at: z.string().describe('ISO 8601 UTC'),
+});
+
+/** One key as listed to its owner (never the key itself). */
+export const KeyViewSchema = z.object({
+  id: z.uuid(),
+  prefix: z.string(),
+  name: z.string(),
+  tier: TierSchema,
+  status: z.enum(['active', 'revoked']),
+  usage: z.object({
+    requests_today: z.number().int().describe('Requests served today (UTC)'),
+    requests_total: z.number().int(),
+    last_used_at: z.string().nullable().describe('ISO 8601 UTC; null when never used'),
+  }),
+  created_at: z.string(),
+  revoked_at: z.string().nullable(),
+});
+
+/** `data` of GET /keys. */
+export const KeyListSchema = z.object({ keys: z.array(KeyViewSchema) });
+
+/** `data` of POST /keys/revoke. */
+export const RevokedKeySchema = z.object({ id: z.uuid(), status: z.literal('revoked'), revoked_at: z.string() });
+
+/** Types of the schemas above. */
+export type CreatedKey = z.infer<typeof CreatedKeySchema>;
+export type KeyView = z.infer<typeof KeyViewSchema>;
+export type RevokedKey = z.infer<typeof RevokedKeySchema>;

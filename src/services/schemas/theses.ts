@@ -1,0 +1,141 @@
+import { z } from 'zod';
+import {
+  THESIS_CONDITION_KINDS,
+  THESIS_DIRECTIONS,
+  THESIS_METRICS,
+  THESIS_OPERATORS,
+  THESIS_STATUSES,
+} from '../../engine/thesis.ts';
+import { RegimeLevel, SignalLevel, safeText } from './common.ts';
+
+/** Schemas of theses: the POST /thesis body, a stored thesis, the list, and the health evaluation. */
+
+/** Metrics whose condition value is a level name rather than a number. */
+const CATEGORICAL: Record<string, readonly string[]> = { signal: SignalLevel.options, regime: RegimeLevel.options };
+
+/** A condition as sent by the client (its id is assigned by the service when absent). */
+export const ConditionInputSchema = z
+  .object({
+    id: safeText(1, 64).optional().describe('Your id for the condition; generated when absent'),
+    metric: z.enum(THESIS_METRICS).describe('What the condition tests'),
+    operator: z.enum(THESIS_OPERATORS),
+    value: z
+      .union([z.number().finite(), safeText(1, 32)])
+      .describe('A number for numeric metrics (price_usd USD, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime'),
+    kind: z.enum(THESIS_CONDITION_KINDS).default('warning').describe('invalidation ends the thesis; warning lowers its health'),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    const levels = CATEGORICAL[c.metric];
+    if (levels) {
+      if (typeof c.value !== 'string' || !levels.includes(c.value)) {
+        ctx.addIssue({ code: 'custom', path: ['value'], message: `must be one of ${levels.join(', ')} for metric '${c.metric}'` });
+      }
+    } else if (typeof c.value !== 'number') {
+      ctx.addIssue({ code: 'custom', path: ['value'], message: `must be a number for metric '${c.metric}'` });
+    }
+  });
+
+const Price = z.number().finite().positive().describe('USD');
+
+/** Body of POST /thesis. */
+export const ThesisInputSchema = z
+  .object({
+    asset: safeText(1, 64).describe('Asset id or ticker, e.g. bitcoin or BTC'),
+    direction: z.enum(THESIS_DIRECTIONS),
+    title: safeText(1, 200),
+    entry_price: Price.nullable().optional(),
+    target_price: Price.nullable().optional(),
+    stop_price: Price.nullable().optional(),
+    horizon_days: z.number().int().min(1).max(3650).nullable().optional(),
+    conditions: z.array(ConditionInputSchema).max(20).default([]),
+  })
+  .strict()
+  .superRefine((t, ctx) => {
+    const ids = new Set<string>();
+    t.conditions.forEach((c, i) => {
+      if (c.id === undefined) return;
+      if (ids.has(c.id)) ctx.addIssue({ code: 'custom', path: ['conditions', i, 'id'], message: `duplicate condition id '${c.id}'` });
+      ids.add(c.id);
+    });
+    if (t.entry_price != null && t.stop_price != null) {
+      const wrongSide = t.direction === 'long' ? t.stop_price >= t.entry_price : t.stop_price <= t.entry_price;
+      if (wrongSide) ctx.addIssue({ code: 'custom', path: ['stop_price'], message: `must be ${t.direction === 'long' ? 'below' : 'above'} entry_price for a ${t.direction} thesis` });
+    }
+    if (t.entry_price != null && t.target_price != null) {
+      const wrongSide = t.direction === 'long' ? t.target_price <= t.entry_price : t.target_price >= t.entry_price;
+      if (wrongSide) ctx.addIssue({ code: 'custom', path: ['target_price'], message: `must be ${t.direction === 'long' ? 'above' : 'below'} entry_price for a ${t.direction} thesis` });
+    }
+  });
+/** A POST /thesis body as sent (before defaults). */
+export type ThesisInputBody = z.input<typeof ThesisInputSchema>;
+
+/** A stored condition (README, "Theses"). */
+export const ConditionSchema = z.object({
+  id: z.string(),
+  metric: z.enum(THESIS_METRICS),
+  operator: z.enum(THESIS_OPERATORS),
+  value: z.union([z.number(), z.string()]),
+  kind: z.enum(THESIS_CONDITION_KINDS),
+});
+
+/** A stored thesis (README, "Theses"). */
+export const ThesisSchema = z.object({
+  id: z.uuid(),
+  asset: z.string(),
+  symbol: z.string(),
+  name: z.string(),
+  direction: z.enum(THESIS_DIRECTIONS),
+  title: z.string(),
+  entry_price: z.number().nullable(),
+  target_price: z.number().nullable(),
+  stop_price: z.number().nullable(),
+  horizon_days: z.number().int().nullable(),
+  conditions: z.array(ConditionSchema),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+/** A stored thesis as returned by the thesis routes. */
+export type Thesis = z.infer<typeof ThesisSchema>;
+
+/** `data` of GET /thesis. */
+export const ThesisListSchema = z.object({ theses: z.array(ThesisSchema) });
+
+/** GET /thesis/{id}/health (method: docs/methodology.md, "Thesis health"). */
+export const ThesisHealthSchema = z.object({
+  thesis_id: z.uuid(),
+  asset: z.string(),
+  direction: z.enum(THESIS_DIRECTIONS),
+  health_score: z.number().min(0).max(100).nullable().describe('0..100; null when nothing could be evaluated'),
+  status: z.enum(THESIS_STATUSES),
+  action_required: z.boolean().describe('An invalidation holds, the stop is hit, or the score is below 40'),
+  triggered_conditions: z.array(ConditionSchema.extend({ current_value: z.union([z.number(), z.string()]) })),
+  unevaluable_conditions: z.array(ConditionSchema.extend({ reason: z.string() })).describe('Conditions whose metric has no data for this asset (reported, not guessed)'),
+  components: z.array(z.object({ name: z.string(), score: z.number(), weight: z.number(), detail: z.string() })),
+  stop_hit: z.boolean().nullable(),
+  target_hit: z.boolean().nullable(),
+  current: z
+    .object({
+      price_usd: z.number().nullable(),
+      change_7d_pct: z.number().nullable(),
+      rsi_14: z.number().nullable(),
+      signal: SignalLevel.nullable(),
+      signal_score: z.number().nullable(),
+      regime: RegimeLevel.nullable(),
+      fear_greed: z.number().nullable(),
+      funding_rate: z.number().nullable(),
+      chain_health_score: z.number().nullable(),
+    })
+    .describe('The metric values the conditions were evaluated against'),
+  evaluated_at: z.string().describe('Wall-clock time of the evaluation, ISO 8601 UTC'),
+  as_of: z.string().describe('Day of the market data used'),
+});
+/** `data` of GET /thesis/{id}/health. */
+export type ThesisHealthData = z.infer<typeof ThesisHealthSchema>;
+
+
+/** Path parameter of the thesis routes and input of the single-thesis operations. */
+export const ThesisIdInput = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });
+
+/** `data` of DELETE /thesis/{id}. */
+export const DeletedThesisSchema = z.object({ id: z.string(), deleted: z.literal(true) });
