@@ -8,7 +8,7 @@ import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers
 import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
-import { fresh, type Served } from './operation.ts';
+import { fresh, type Served } from './served.ts';
 import type {
   AssetsData,
   ChainHealthData,

@@ -3,28 +3,16 @@ import type { ErrorCode } from '../errors.ts';
 import type { Caller, Policy } from './access.ts';
 import type { KeyService } from './keys.ts';
 import type { MarketService } from './market.ts';
+import type { Served } from './served.ts';
 import type { ThesisService } from './theses.ts';
+
+export { fresh, type Served } from './served.ts';
 
 /** The services an operation runs on (the core provides them; see src/core.ts). */
 export interface Services {
   market: MarketService;
   keys: KeyService;
   theses: ThesisService;
-}
-
-/**
- * An answer with its JSON text (memoized answers are not serialized again on every request)
- * and whether it came from a cache filled before this call (`meta.cached`).
- */
-export interface Served<T> {
-  value: T;
-  json: string;
-  cached: boolean;
-}
-
-/** Wraps a freshly computed value (not from a cache). */
-export function fresh<T>(value: T): Served<T> {
-  return { value, json: JSON.stringify(value), cached: false };
 }
 
 /**

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ROOT_DIR } from '../../src/config.ts';
+import { openDatabase } from '../../src/store/db.ts';
+import { UserRepo } from '../../src/store/user-repo.ts';
+
+/**
+ * `mcp --stdio`, `backfill` and `users set-tier` are built on createCore only: they never load
+ * the HTTP stack. Each runs as a real child process with a resolve hook that fails the import
+ * of Fastify (and of the MCP SDK and the identity provider where they have no business).
+ */
+
+const HOOK = path.join(ROOT_DIR, 'test', 'helpers', 'forbid-modules.mjs');
+const HTTP_STACK = ['fastify', '@fastify/swagger', '@fastify/swagger-ui', 'fastify-type-provider-zod', 'better-auth'];
+const tmp: string[] = [];
+after(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true });
+});
+
+function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, path.join(ROOT_DIR, 'src', 'cli.ts'), ...args], {
+      cwd: ROOT_DIR,
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+test('the hook works: a command that needs Fastify fails when Fastify is forbidden', async () => {
+  const r = await cli(['serve', '--port', '0'], { PGLITE_DIR: 'memory://', FORBID_MODULES: 'fastify' });
+  assert.notEqual(r.code, 0);
+  assert.match(r.stdout + r.stderr, /FORBIDDEN MODULE fastify/);
+});
+
+test('backfill runs without loading Fastify, the identity provider or the MCP SDK', async () => {
+  const r = await cli(['backfill'], { PGLITE_DIR: 'memory://', FORBID_MODULES: [...HTTP_STACK, '@modelcontextprotocol/sdk'].join(',') });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /signal history backfill/);
+});
+
+test('users set-tier runs without loading Fastify, the identity provider or the MCP SDK', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mi-cli-'));
+  tmp.push(dir);
+  const pgliteDir = path.join(dir, 'pglite');
+  const db = await openDatabase({ pgliteDir });
+  await new UserRepo(db.db).ensureUser('user-1', 'dora@example.com');
+  await db.close();
+  const r = await cli(['users', 'set-tier', 'dora@example.com', 'pro'], { PGLITE_DIR: pgliteDir, FORBID_MODULES: [...HTTP_STACK, '@modelcontextprotocol/sdk'].join(',') });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /dora@example\.com: tier set to pro/);
+  const again = await openDatabase({ pgliteDir });
+  assert.equal(await new UserRepo(again.db).userTier('user-1'), 'pro');
+  await again.close();
+});
+
+test('mcp --stdio serves tools without loading Fastify or the identity provider', async () => {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', '--import', HOOK, path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
+    cwd: ROOT_DIR,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://', FORBID_MODULES: HTTP_STACK.join(',') },
+    stderr: 'pipe',
+  });
+  const client = new Client({ name: 'commands-test', version: '1.0.0' });
+  await client.connect(transport);
+  try {
+    const { tools } = await client.listTools();
+    assert.equal(tools.length, 6);
+    const r = await client.callTool({ name: 'get_assets', arguments: {} });
+    assert.notEqual(r.isError, true);
+  } finally {
+    await client.close();
+  }
+});
