@@ -200,7 +200,12 @@ async function main() {
     procs.push(s.proc);
     return s;
   };
-  const stop = (p: ChildProcess) => new Promise<void>((r) => (p.exitCode !== null ? r() : (p.once('exit', () => r()), p.kill('SIGTERM'))));
+  const stop = (p: ChildProcess) =>
+    new Promise<void>((r) => {
+      if (p.exitCode !== null) return r();
+      p.once('exit', () => r());
+      p.kill('SIGTERM');
+    });
   try {
     // Capture the payloads the baselines serve.
     let svc = await serve({});

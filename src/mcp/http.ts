@@ -67,7 +67,9 @@ export async function handleMcpRequest(server: Server, req: FastifyRequest, repl
     const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, { method: req.method, headers: webHeaders(req.headers) });
     const res = await transport.handleRequest(request, { parsedBody: req.body });
     const body = await res.text();
-    res.headers.forEach((v, k) => reply.header(k, v));
+    res.headers.forEach((v, k) => {
+      reply.header(k, v);
+    });
     reply.headers(await extraHeaders());
     return reply.code(res.status).send(body);
   } finally {

@@ -56,7 +56,10 @@ export class KeyService {
   /** Drops the cached look-ups of one key, or all of them. */
   #evict(keyId: string | 'all'): void {
     this.#generation++;
-    if (keyId === 'all') return this.#cache.clear();
+    if (keyId === 'all') {
+      this.#cache.clear();
+      return;
+    }
     for (const [hash, e] of this.#cache) if (e.caller.keyId === keyId) this.#cache.delete(hash);
   }
 
