@@ -16,7 +16,7 @@ export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempoten
 /**
  * An MCP tool: title, description and text summary around one or two operations
  * (services/operations), which define who may call it and what it answers
- * (docs/architecture.md, "Adding a tool"). `structuredContent` is the operation's output,
+ * (docs/architecture.md, "How to add"). `structuredContent` is the operation's output,
  * equal to the REST `data` of the same question.
  */
 export interface ToolDefinition<A extends z.ZodObject = z.ZodObject, D = unknown> {

@@ -7,7 +7,7 @@ export * from './keys.ts';
 export * from './market.ts';
 export * from './theses.ts';
 
-/** Every public operation of the service (REST serves all of them; MCP tools wrap the read-only market and thesis-health ones). */
+/** Every public operation of the service (REST serves all of them; MCP tools wrap eight of them: the read-only market ones except getChainMetrics, and getThesisHealth). */
 export const OPERATIONS: readonly Operation[] = [
   listSignals,
   getSignal,
