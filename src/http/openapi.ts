@@ -1,6 +1,7 @@
 import type { SwaggerTransformObject } from '@fastify/swagger';
 import { createJsonSchemaTransform, createJsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { globalRegistry, z } from 'zod';
+import { TIERS } from '../auth/tiers.ts';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Operation } from '../services/operation.ts';
 import { ChainId, RegimeLevel, SignalLevel, TierSchema } from '../services/schemas/common.ts';
@@ -156,7 +157,7 @@ const HEADERS: Record<string, Json> = {
   },
   'X-Service-Tier': {
     description: 'The tier the request was counted in',
-    schema: { type: 'string', enum: ['unauthenticated', 'free', 'pro', 'api'] },
+    schema: { type: 'string', enum: [...TIERS] },
     example: HEADER_EXAMPLES['x-service-tier'],
   },
   'RateLimit-Policy': {
