@@ -2,15 +2,17 @@ import { randomUUID } from 'node:crypto';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
-import { jsonSchemaTransform, validatorCompiler } from 'fastify-type-provider-zod';
+import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EmbeddedIdentity } from '../auth/identity.ts';
 import type { Config } from '../config.ts';
 import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
 import { type Access, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
+import { OPERATIONS } from '../services/operations/index.ts';
 import { sendError, sendServiceError } from './envelope.ts';
 import { createGuard } from './guard.ts';
+import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
 import { v1Routes } from './routes/v1.ts';
 
@@ -127,7 +129,9 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       },
       security: [{ bearerApiKey: [] }, {}],
     },
-    transform: jsonSchemaTransform,
+    // Named component schemas, shared error responses and headers, examples: src/http/openapi.ts, docs/openapi.md.
+    transform: openApiTransform,
+    transformObject: openApiTransformObject(OPERATIONS),
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { url: '/api/v1/openapi.json' } as never });
 

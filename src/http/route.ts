@@ -4,7 +4,8 @@ import type { z } from 'zod';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
 import type { Operation, Services } from '../services/operation.ts';
-import { ErrorEnvelopeSchema, okEnvelope, sendOk } from './envelope.ts';
+import { ErrorEnvelopeSchema, sendOk } from './envelope.ts';
+import { successEnvelope } from './openapi.ts';
 
 /** The parts of a request a route maps to its operation's input. */
 export interface RouteParts {
@@ -57,7 +58,7 @@ export function errorCodesOf(op: Operation): ErrorCode[] {
  */
 export function operationRoute(app: FastifyInstance, services: Services, asOf: string | null, op: Operation, spec: RouteSpec): void {
   const status = op.status ?? 200;
-  const response: Record<number, z.ZodType> = { [status]: okEnvelope(op.output) };
+  const response: Record<number, z.ZodType> = { [status]: successEnvelope(op) };
   for (const code of errorCodesOf(op)) response[ERROR_STATUS[code]] = ErrorEnvelopeSchema;
   const toInput = spec.input ?? ((r: RouteParts) => ({ ...r.params, ...r.query, ...(r.body as object | undefined) }));
   app.withTypeProvider<ZodTypeProvider>().route({

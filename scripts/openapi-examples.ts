@@ -1,0 +1,112 @@
+/**
+ * Regenerates src/http/openapi-examples.ts: the OpenAPI examples, taken from the service's
+ * real output on the bundled dataset (in-memory database), shortened (arrays to their first
+ * element, records to their first two entries). Run once after a change of the payloads:
+ *   node --import tsx scripts/openapi-examples.ts
+ */
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { ROOT_DIR } from '../src/config.ts';
+import { DATABASE_DOWN_MESSAGE, type ErrorCode } from '../src/errors.ts';
+import type { Caller } from '../src/services/access.ts';
+import * as ops from '../src/services/operations/index.ts';
+import type { Operation } from '../src/services/operation.ts';
+import { createService } from '../src/server.ts';
+import { testConfig } from '../test/helpers/env.ts';
+
+const FIXED_TIME = '2025-09-30T12:00:00.000Z';
+
+/** Arrays to their first element, `metrics` records to their first two entries (unless `cut` is false); times fixed. */
+function shorten(v: unknown, key = '', cut = true): unknown {
+  if (Array.isArray(v)) return (cut ? v.slice(0, 1) : v).map((x) => shorten(x, '', cut));
+  // Wall-clock times (created_at, evaluated_at, reset) to one fixed instant: stable regeneration.
+  if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T[\d:.]+Z$/.test(v)) return FIXED_TIME;
+  if (v && typeof v === 'object') {
+    let entries = Object.entries(v);
+    if (cut && key === 'metrics') entries = entries.slice(0, 2);
+    return Object.fromEntries(entries.map(([k, x]) => [k, shorten(x, k, cut)]));
+  }
+  return v;
+}
+
+const svc = await createService(testConfig());
+await svc.app.ready();
+try {
+  const user: Caller = { kind: 'jwt', tier: 'free', subject: 'user:example-user', userId: 'example-user', email: 'ada@example.com' };
+  const run = async (op: Operation, input: unknown) => {
+    const out = await op.run(svc, user, op.input.parse(input) as never);
+    return shorten(out.value);
+  };
+  const success: Record<string, unknown> = {};
+  success.listSignals = await run(ops.listSignals, { include_factors: false });
+  success.getSignal = await run(ops.getSignal, { asset: 'bitcoin', include_factors: true });
+  success.getRegime = await run(ops.getRegime, {});
+  success.listChainHealth = await run(ops.listChainHealth, {});
+  success.getChainHealth = await run(ops.getChainHealth, { chain: 'eth' });
+  success.getChainMetrics = await run(ops.getChainMetrics, { chain: 'eth' });
+  success.listAssets = await run(ops.listAssets, {});
+  success.getSignalHistory = await run(ops.getSignalHistory, { asset: 'bitcoin', days: 90, limit: 50 });
+  const key = (await ops.createKey.run(svc, user, { name: 'laptop' })).value;
+  success.createKey = shorten(key);
+  success.listKeys = await run(ops.listKeys, {});
+  const thesis = (
+    await ops.createThesis.run(svc, user, ops.createThesis.input.parse({
+      asset: 'BTC',
+      direction: 'long',
+      title: 'BTC holds the 200-day average',
+      entry_price: 95000,
+      stop_price: 88000,
+      target_price: 120000,
+      horizon_days: 90,
+      conditions: [{ id: 'rsi-hot', metric: 'rsi_14', operator: 'gt', value: 75, kind: 'warning' }],
+    }))
+  ).value;
+  success.createThesis = shorten(thesis);
+  success.listTheses = await run(ops.listTheses, {});
+  success.getThesis = await run(ops.getThesis, { id: thesis.id });
+  success.getThesisHealth = await run(ops.getThesisHealth, { id: thesis.id });
+  success.deleteThesis = await run(ops.deleteThesis, { id: thesis.id });
+  success.revokeKey = await run(ops.revokeKey, { key_id: key.id });
+
+  // Errors: the real envelope where a request provokes it, else the service's own message.
+  const errors: Partial<Record<ErrorCode, unknown>> = {};
+  let ip = 0;
+  const call = async (url: string, headers: Record<string, string> = {}, remoteAddress = `10.9.0.${++ip}`) => {
+    const r = await svc.app.inject({ method: 'GET', url, headers, remoteAddress });
+    return { status: r.statusCode, body: r.json() as { error: { code: ErrorCode } }, headers: r.headers };
+  };
+  const keep = (r: { body: { error: { code: ErrorCode } } }) => {
+    errors[r.body.error.code] ??= shorten(r.body.error, '', false);
+  };
+  keep(await call('/api/v1/signals?include_factors=yes'));
+  keep(await call('/api/v1/signals', { authorization: 'Bearer svc_live_not-a-real-key' }));
+  const free = await svc.keys.create({ userId: 'example-free', email: 'free@example.com' }, 'free');
+  keep(await call('/api/v1/signal-history/bitcoin', { authorization: `Bearer ${free.key}` }));
+  keep(await call('/api/v1/signals/dogwifhat'));
+  let limited;
+  for (let i = 0; i < 20 && limited?.status !== 429; i++) limited = await call('/api/v1/regime', {}, '10.9.1.1');
+  keep(limited!);
+  errors.KEY_LIMIT_REACHED = { code: 'KEY_LIMIT_REACHED', message: 'You already have 5 active API keys; revoke one first', details: { max_active_keys: 5 } };
+  errors.INTERNAL_ERROR = { code: 'INTERNAL_ERROR', message: 'Internal server error' };
+  errors.SERVICE_UNAVAILABLE = { code: 'SERVICE_UNAVAILABLE', message: DATABASE_DOWN_MESSAGE };
+  const ok = await call('/api/v1/regime');
+  const meta = { timestamp: FIXED_TIME, version: 'v1', cached: false, request_id: '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77', as_of: svc.market.asOf };
+  const headers = Object.fromEntries(
+    ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-service-tier', 'ratelimit-policy', 'ratelimit'].map((h) => [h, String(ok.headers[h])]).map(([h, v]) => [h, shorten(v)]),
+  );
+  headers['retry-after'] = String(limited!.headers['retry-after']);
+  headers['www-authenticate-missing'] = 'Bearer realm="api"';
+
+  const file = path.join(ROOT_DIR, 'src/http/openapi-examples.ts');
+  writeFileSync(
+    file,
+    `// Generated by scripts/openapi-examples.ts from the service's output on the bundled dataset (shortened); do not edit.\n\n` +
+      `/** \`meta\` of the examples. */\nexport const EXAMPLE_META = ${JSON.stringify(meta, null, 2)} as const;\n\n` +
+      `/** \`data\` of each operation's success response, by operationId. */\nexport const SUCCESS_EXAMPLES: Record<string, unknown> = ${JSON.stringify(success, null, 2)};\n\n` +
+      `/** \`error\` of the error envelope, by code. */\nexport const ERROR_EXAMPLES: Record<string, { code: string; message: string; details?: Record<string, unknown> }> = ${JSON.stringify(errors, null, 2)};\n\n` +
+      `/** Response header values (lower-case names). */\nexport const HEADER_EXAMPLES: Record<string, string> = ${JSON.stringify(headers, null, 2)};\n`,
+  );
+  console.log(`wrote ${file}`);
+} finally {
+  await svc.stop();
+}
