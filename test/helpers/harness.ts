@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
+import { cpSync, existsSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { createCore, prepareCore } from '../../src/core.ts';
 import { createService, type Service } from '../../src/server.ts';
 import type { PlanTier } from '../../src/auth/tiers.ts';
 import { ErrorEnvelopeSchema } from '../../src/http/envelope.ts';
@@ -90,6 +93,35 @@ export async function harnessUnavailable(opts: Pick<HarnessOptions, 'database' |
 
 let harnessSeq = 0;
 
+/**
+ * A migrated and backfilled PGlite data directory shared by the harnesses of one `npm test`
+ * run (scripts/run-tests.mjs sets TEST_HARNESS_CACHE to a directory of its own and removes it
+ * at the end): copying it is about four times faster than creating a database in memory,
+ * migrating and backfilling it. Whoever finds it missing builds it in a directory of its own
+ * and renames it into place (a concurrent builder's copy is discarded). Without
+ * TEST_HARNESS_CACHE (a file run on its own) the harness uses an in-memory PGlite.
+ */
+async function pgliteCopy(cache: string, seq: number): Promise<string> {
+  const template = path.join(cache, 'pglite-template');
+  if (!existsSync(template)) {
+    const building = path.join(cache, `building-${process.pid}-${seq}`);
+    const core = await createCore(testConfig({ PGLITE_DIR: building }));
+    try {
+      await prepareCore(core);
+    } finally {
+      await core.stop();
+    }
+    try {
+      renameSync(building, template);
+    } catch {
+      rmSync(building, { recursive: true, force: true });
+    }
+  }
+  const dir = path.join(cache, `harness-${process.pid}-${seq}`);
+  cpSync(template, dir, { recursive: true });
+  return dir;
+}
+
 export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
   const database = opts.database ?? 'pglite';
   const why = await harnessUnavailable(opts);
@@ -105,6 +137,10 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       const tmp = await createTempPgDatabase();
       drop = tmp.drop;
       env.DATABASE_URL = tmp.url;
+    } else if (process.env.TEST_HARNESS_CACHE && !['AS_OF', 'DATA_DIR', 'PGLITE_DIR'].some((k) => k in env)) {
+      const dir = await pgliteCopy(process.env.TEST_HARNESS_CACHE, seq);
+      env.PGLITE_DIR = dir;
+      drop = async () => rmSync(dir, { recursive: true, force: true });
     }
     if (opts.redis) env.REDIS_URL = REDIS_URL;
     const logStream = opts.captureLogs
@@ -135,7 +171,11 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
       freshIp,
       jwt: (userId, email) => idp.token(userId, { email: email ?? `${userId}@example.com` }),
       async request(method, path, o = {}) {
-        const headers: Record<string, string> = { ...(o.token ? { authorization: `Bearer ${o.token}` } : {}), ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}), ...o.headers };
+        const headers: Record<string, string> = {
+          ...(o.token ? { authorization: `Bearer ${o.token}` } : {}),
+          ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...o.headers,
+        };
         const res = await app.inject({
           method: method as 'GET',
           url: path,

@@ -61,9 +61,20 @@ export function securityContext(h: Harness): Promise<SecurityContext> {
       const other = await h.createKey(otherJwt);
       const revoked = await h.createKey(ownerJwt);
       assert.equal((await h.request('POST', '/api/v1/keys/revoke', { token: ownerJwt, body: { key_id: revoked.id } })).status, 200);
-      const t = await h.request('POST', '/api/v1/thesis', { token: owner.key, body: { asset: 'bitcoin', direction: 'long', title: 'BTC up', conditions: [] } });
+      const t = await h.request('POST', '/api/v1/thesis', {
+        token: owner.key,
+        body: { asset: 'bitcoin', direction: 'long', title: 'BTC up', conditions: [] },
+      });
       assert.equal(t.status, 201, t.raw);
-      return { ownerJwt, ownerKey: owner.key, ownerKeyId: owner.id, otherJwt, otherKey: other.key, revokedKey: revoked.key, thesisId: t.body.data.id };
+      return {
+        ownerJwt,
+        ownerKey: owner.key,
+        ownerKeyId: owner.id,
+        otherJwt,
+        otherKey: other.key,
+        revokedKey: revoked.key,
+        thesisId: t.body.data.id,
+      };
     })();
     contexts.set(h, c);
   }

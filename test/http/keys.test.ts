@@ -79,7 +79,10 @@ describe('API keys', { skip: SKIP }, () => {
       for (const tier of ['free', 'pro', 'api'] as const) {
         const k = await h.keyFor(tier);
         const list = okEnvelope(KeyListSchema).parse((await call('GET', '/api/v1/keys', k.jwt)).body);
-        assert.deepEqual(list.data.keys.map((x) => [x.id, x.tier]), [[k.id, tier]]);
+        assert.deepEqual(
+          list.data.keys.map((x) => [x.id, x.tier]),
+          [[k.id, tier]],
+        );
         assert.equal((await call('GET', '/api/v1/assets', k.key)).headers['x-service-tier'], tier);
       }
     });
@@ -132,7 +135,20 @@ describe('API keys', { skip: SKIP }, () => {
 
   describe('security', () => {
     runSharedSecurityTests(harness, { name: 'GET /keys', method: 'GET', path: () => '/api/v1/keys', policy: 'user' });
-    runSharedSecurityTests(harness, { name: 'POST /keys/create', method: 'POST', path: () => '/api/v1/keys/create', body: () => ({}), policy: 'user' });
-    runSharedSecurityTests(harness, { name: 'POST /keys/revoke', method: 'POST', path: () => '/api/v1/keys/revoke', body: (c) => ({ key_id: c.ownerKeyId }), policy: 'user', ownerScoped: true });
+    runSharedSecurityTests(harness, {
+      name: 'POST /keys/create',
+      method: 'POST',
+      path: () => '/api/v1/keys/create',
+      body: () => ({}),
+      policy: 'user',
+    });
+    runSharedSecurityTests(harness, {
+      name: 'POST /keys/revoke',
+      method: 'POST',
+      path: () => '/api/v1/keys/revoke',
+      body: (c) => ({ key_id: c.ownerKeyId }),
+      policy: 'user',
+      ownerScoped: true,
+    });
   });
 });

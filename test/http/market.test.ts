@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { okEnvelope } from '../../src/http/envelope.ts';
 import {
   AssetsDataSchema,
@@ -23,8 +23,17 @@ import { BAD_CREDENTIALS, runSharedSecurityTests, securityContext } from '../hel
  */
 
 const PRICE_FILES: Record<string, string> = {
-  bitcoin: 'btc', ethereum: 'eth', solana: 'sol', hyperliquid: 'hype', binancecoin: 'bnb', ripple: 'xrp',
-  dogecoin: 'doge', cardano: 'ada', 'avalanche-2': 'avax', chainlink: 'link', litecoin: 'ltc',
+  bitcoin: 'btc',
+  ethereum: 'eth',
+  solana: 'sol',
+  hyperliquid: 'hype',
+  binancecoin: 'bnb',
+  ripple: 'xrp',
+  dogecoin: 'doge',
+  cardano: 'ada',
+  'avalanche-2': 'avax',
+  chainlink: 'link',
+  litecoin: 'ltc',
 };
 
 const DATABASE = testDatabase();
@@ -80,7 +89,8 @@ describe('signals', { skip: SKIP }, () => {
           const sum = s.factors.reduce((a, f) => a + f.contribution, 0);
           assert.ok(Math.abs(sum - s.score) < 1e-6, `${s.asset}: ${sum} vs ${s.score}`);
           const names: string[] = s.factors.map((f): string => f.name).concat(s.missing_factors!.map((f) => f.name));
-          for (const n of ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime']) assert.ok(names.includes(n), `${s.asset} ${n}`);
+          for (const n of ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime'])
+            assert.ok(names.includes(n), `${s.asset} ${n}`);
         }
         // Assets without funding history report the factor as missing instead of inventing it.
         const doge = env.data.signals.find((s) => s.asset === 'dogecoin')!;
@@ -174,7 +184,10 @@ describe('chains', { skip: SKIP }, () => {
     describe('GET /api/v1/chain-health', () => {
       test('returns eth, sol and hype', async () => {
         const env = okEnvelope(ChainHealthListSchema).parse((await get('/api/v1/chain-health')).body);
-        assert.deepEqual(env.data.chains.map((c) => c.chain), ['eth', 'sol', 'hype']);
+        assert.deepEqual(
+          env.data.chains.map((c) => c.chain),
+          ['eth', 'sol', 'hype'],
+        );
         // Solana's chain data stops on 2025-06-03: reported as stale, not scored from old data.
         const sol = env.data.chains.find((c) => c.chain === 'sol')!;
         assert.equal(sol.status, 'insufficient_data');
@@ -231,8 +244,18 @@ describe('chains', { skip: SKIP }, () => {
 
   describe('security', () => {
     runSharedSecurityTests(harness, { name: 'GET /chain-health', method: 'GET', path: () => '/api/v1/chain-health', policy: 'public' });
-    runSharedSecurityTests(harness, { name: 'GET /chain-health/{asset}', method: 'GET', path: () => '/api/v1/chain-health/eth', policy: 'public' });
-    runSharedSecurityTests(harness, { name: 'GET /chain-metrics/{asset}', method: 'GET', path: () => '/api/v1/chain-metrics/eth', policy: 'public' });
+    runSharedSecurityTests(harness, {
+      name: 'GET /chain-health/{asset}',
+      method: 'GET',
+      path: () => '/api/v1/chain-health/eth',
+      policy: 'public',
+    });
+    runSharedSecurityTests(harness, {
+      name: 'GET /chain-metrics/{asset}',
+      method: 'GET',
+      path: () => '/api/v1/chain-metrics/eth',
+      policy: 'public',
+    });
   });
 });
 
@@ -311,7 +334,19 @@ describe('signal history', { skip: SKIP }, () => {
   describe('errors', () => {
     describe('GET /api/v1/signal-history/{asset}', () => {
       test('out-of-range or non-integer days/limit are 400 (no clamping)', async () => {
-        for (const q of ['days=0', 'days=366', 'days=1.5', 'limit=abc', 'limit=0', 'limit=201', 'days=-3', 'days=0x10', 'days=1e2', 'limit=0b11', 'days=']) {
+        for (const q of [
+          'days=0',
+          'days=366',
+          'days=1.5',
+          'limit=abc',
+          'limit=0',
+          'limit=201',
+          'days=-3',
+          'days=0x10',
+          'days=1e2',
+          'limit=0b11',
+          'days=',
+        ]) {
           const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
           expectError(r, 400, 'INVALID_PARAMETER');
           assert.match(r.body.error.message, new RegExp(q.split('=')[0]!));
@@ -325,6 +360,12 @@ describe('signal history', { skip: SKIP }, () => {
   });
 
   describe('security', () => {
-    runSharedSecurityTests(harness, { name: 'GET /signal-history/{asset}', method: 'GET', path: () => '/api/v1/signal-history/bitcoin', policy: 'api-key', tiers: ['pro', 'api'] });
+    runSharedSecurityTests(harness, {
+      name: 'GET /signal-history/{asset}',
+      method: 'GET',
+      path: () => '/api/v1/signal-history/bitcoin',
+      policy: 'api-key',
+      tiers: ['pro', 'api'],
+    });
   });
 });

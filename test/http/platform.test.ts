@@ -90,7 +90,16 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     const r = await get('/api/v1/openapi.json');
     assert.equal(r.status, 200);
     assert.match(r.body.openapi, /^3\./);
-    for (const p of ['/api/v1/signals', '/api/v1/signals/{asset}', '/api/v1/regime', '/api/v1/chain-health', '/api/v1/chain-health/{asset}', '/api/v1/chain-metrics/{asset}', '/api/v1/assets', '/api/v1/signal-history/{asset}']) {
+    for (const p of [
+      '/api/v1/signals',
+      '/api/v1/signals/{asset}',
+      '/api/v1/regime',
+      '/api/v1/chain-health',
+      '/api/v1/chain-health/{asset}',
+      '/api/v1/chain-metrics/{asset}',
+      '/api/v1/assets',
+      '/api/v1/signal-history/{asset}',
+    ]) {
       assert.ok(r.body.paths[p]?.get, p);
     }
     const days = r.body.paths['/api/v1/signal-history/{asset}'].get.parameters.find((p: any) => p.name === 'days');
@@ -186,7 +195,7 @@ describe('rate limits', { skip: SKIP }, () => {
     assert.equal((await call('GET', '/api/v1/assets', wellFormed)).status, 401);
   });
 
-  test('a JWT on thesis routes counts against the user\'s tier quota; key management has its own per-user budget, with headers', async () => {
+  test("a JWT on thesis routes counts against the user's tier quota; key management has its own per-user budget, with headers", async () => {
     const jwt = await idp.token('user-jwt-quota');
     const codes: number[] = [];
     for (let i = 0; i < 11; i++) codes.push((await call('GET', '/api/v1/thesis', jwt)).status);
@@ -223,7 +232,9 @@ describe('secrets', { skip: SKIP }, () => {
       assert.ok(!dump.includes(k.key), `key found in ${t}`);
       assert.ok(!dump.includes(k.key.slice(KEY_PREFIX.length)), `key body found in ${t}`);
     }
-    const stored = (await svc.database.db.execute(sql`select key_hash from api_keys where id = ${k.id}`)) as unknown as { rows: { key_hash: string }[] };
+    const stored = (await svc.database.db.execute(sql`select key_hash from api_keys where id = ${k.id}`)) as unknown as {
+      rows: { key_hash: string }[];
+    };
     assert.equal(stored.rows[0]!.key_hash, hashKey(k.key));
     const logs = logLines.join('');
     assert.ok(logLines.length > 5, 'requests were logged');

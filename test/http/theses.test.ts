@@ -66,7 +66,14 @@ describe('theses', { skip: SKIP }, () => {
       assert.equal(min.status, 201, min.raw);
       const t = okEnvelope(ThesisSchema).parse(min.body).data;
       assert.deepEqual([t.entry_price, t.target_price, t.stop_price, t.horizon_days, t.conditions], [null, null, null, null, []]);
-      const short = await create({ asset: 'sol', direction: 'short', title: 'SOL fades', entry_price: 200, stop_price: 220, target_price: 150 });
+      const short = await create({
+        asset: 'sol',
+        direction: 'short',
+        title: 'SOL fades',
+        entry_price: 200,
+        stop_price: 220,
+        target_price: 150,
+      });
       assert.equal(short.status, 201, short.raw);
     });
 
@@ -79,8 +86,14 @@ describe('theses', { skip: SKIP }, () => {
         ids.push(r.body.data.id);
       }
       const list = okEnvelope(ThesisListSchema).parse((await h.request('GET', '/api/v1/thesis', { token: u.key })).body).data.theses;
-      assert.deepEqual(list.map((t) => t.id), ids.reverse());
-      assert.deepEqual(list.map((t) => t.title), ['third', 'second', 'first']);
+      assert.deepEqual(
+        list.map((t) => t.id),
+        ids.reverse(),
+      );
+      assert.deepEqual(
+        list.map((t) => t.title),
+        ['third', 'second', 'first'],
+      );
       for (let i = 1; i < list.length; i++) assert.ok(list[i - 1]!.created_at >= list[i]!.created_at);
     });
 
@@ -93,7 +106,10 @@ describe('theses', { skip: SKIP }, () => {
       const viaKey = (await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses;
       const viaJwt = (await h.request('GET', '/api/v1/thesis', { token: u.jwt })).body.data.theses;
       assert.deepEqual(viaKey, viaJwt);
-      assert.deepEqual(viaKey.map((t: { title: string }) => t.title), ['by key', 'by jwt']);
+      assert.deepEqual(
+        viaKey.map((t: { title: string }) => t.title),
+        ['by key', 'by jwt'],
+      );
     });
 
     test('GET /thesis/{id}/health evaluates the thesis against the current data', async () => {
@@ -137,24 +153,66 @@ describe('theses', { skip: SKIP }, () => {
       ['a negative stop price', { ...VALID, stop_price: -5 }, /stop_price/],
       ['a price that is a string', { ...VALID, entry_price: '3000' }, /entry_price/],
       ['stop above entry on a long', { ...VALID, stop_price: 3100 }, /stop_price/],
-      ['stop below entry on a short', { ...VALID, direction: 'short', entry_price: 3000, stop_price: 2900, target_price: 2000 }, /stop_price/],
+      [
+        'stop below entry on a short',
+        { ...VALID, direction: 'short', entry_price: 3000, stop_price: 2900, target_price: 2000 },
+        /stop_price/,
+      ],
       ['target below entry on a long', { ...VALID, target_price: 2900 }, /target_price/],
-      ['target above entry on a short', { ...VALID, direction: 'short', entry_price: 3000, stop_price: 3500, target_price: 3100 }, /target_price/],
+      [
+        'target above entry on a short',
+        { ...VALID, direction: 'short', entry_price: 3000, stop_price: 3500, target_price: 3100 },
+        /target_price/,
+      ],
       ['horizon_days out of range', { ...VALID, horizon_days: 0 }, /horizon_days/],
-      ['a condition with an unknown metric', { ...VALID, conditions: [{ metric: 'volume', operator: 'gt', value: 1 }] }, /conditions\.0\.metric/],
-      ['a condition with an unknown operator', { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'between', value: 1 }] }, /conditions\.0\.operator/],
-      ['a categorical value that is not a level', { ...VALID, conditions: [{ metric: 'signal', operator: 'eq', value: 'moon' }] }, /conditions\.0\.value/],
-      ['a regime value that is a number', { ...VALID, conditions: [{ metric: 'regime', operator: 'eq', value: 1 }] }, /conditions\.0\.value/],
-      ['a numeric metric with a text value', { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 'low' }] }, /conditions\.0\.value/],
-      ['a condition with an unknown kind', { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, kind: 'fatal' }] }, /conditions\.0\.kind/],
+      [
+        'a condition with an unknown metric',
+        { ...VALID, conditions: [{ metric: 'volume', operator: 'gt', value: 1 }] },
+        /conditions\.0\.metric/,
+      ],
+      [
+        'a condition with an unknown operator',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'between', value: 1 }] },
+        /conditions\.0\.operator/,
+      ],
+      [
+        'a categorical value that is not a level',
+        { ...VALID, conditions: [{ metric: 'signal', operator: 'eq', value: 'moon' }] },
+        /conditions\.0\.value/,
+      ],
+      [
+        'a regime value that is a number',
+        { ...VALID, conditions: [{ metric: 'regime', operator: 'eq', value: 1 }] },
+        /conditions\.0\.value/,
+      ],
+      [
+        'a numeric metric with a text value',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 'low' }] },
+        /conditions\.0\.value/,
+      ],
+      [
+        'a condition with an unknown kind',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, kind: 'fatal' }] },
+        /conditions\.0\.kind/,
+      ],
       [
         'duplicate condition ids',
-        { ...VALID, conditions: [{ id: 'a', metric: 'rsi_14', operator: 'lt', value: 30 }, { id: 'a', metric: 'rsi_14', operator: 'gt', value: 70 }] },
+        {
+          ...VALID,
+          conditions: [
+            { id: 'a', metric: 'rsi_14', operator: 'lt', value: 30 },
+            { id: 'a', metric: 'rsi_14', operator: 'gt', value: 70 },
+          ],
+        },
         /conditions\.1\.id/,
       ],
       ['an unknown extra field', { ...VALID, leverage: 10 }, /leverage/],
       ['an unknown field in a condition', { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, weight: 2 }] }, /weight/],
-      ['more than 20 conditions', { ...VALID, conditions: Array.from({ length: 21 }, () => ({ metric: 'rsi_14', operator: 'lt', value: 30 })) }, /conditions/],
+      [
+        'more than 20 conditions',
+        { ...VALID, conditions: Array.from({ length: 21 }, () => ({ metric: 'rsi_14', operator: 'lt', value: 30 })) },
+        /conditions/,
+      ],
     ];
     for (const [what, body, field] of cases) {
       test(`POST /thesis: ${what} -> 400 INVALID_PARAMETER naming the field`, async () => {
@@ -165,7 +223,13 @@ describe('theses', { skip: SKIP }, () => {
     }
 
     test('POST /thesis: duplicate condition ids are named in the message', async () => {
-      const r = await create({ ...VALID, conditions: [{ id: 'dup', metric: 'rsi_14', operator: 'lt', value: 30 }, { id: 'dup', metric: 'rsi_14', operator: 'gt', value: 70 }] });
+      const r = await create({
+        ...VALID,
+        conditions: [
+          { id: 'dup', metric: 'rsi_14', operator: 'lt', value: 30 },
+          { id: 'dup', metric: 'rsi_14', operator: 'gt', value: 70 },
+        ],
+      });
       expectError(r, 400, 'INVALID_PARAMETER');
       assert.match(r.body.error.message, /duplicate condition id 'dup'/);
     });
@@ -179,14 +243,24 @@ describe('theses', { skip: SKIP }, () => {
     test('POST /thesis: a body that is not JSON, or not an object, is 400', async () => {
       const bad = await h.request('POST', '/api/v1/thesis', { token: owner.key, headers: { 'content-type': 'application/json' } });
       assert.equal(bad.status, 400, bad.raw);
-      const res = await h.app.inject({ method: 'POST', url: '/api/v1/thesis', headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/json' }, payload: '{"asset":', remoteAddress: h.freshIp() });
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/api/v1/thesis',
+        headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/json' },
+        payload: '{"asset":',
+        remoteAddress: h.freshIp(),
+      });
       expectError({ status: res.statusCode, body: res.json() }, 400, 'INVALID_PARAMETER');
       expectError(await create([VALID]), 400, 'INVALID_PARAMETER');
     });
 
     test('an id that is not a UUID, or unknown, is 404 on GET, DELETE and /health', async () => {
       for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000']) {
-        for (const [method, path] of [['GET', `/api/v1/thesis/${id}`], ['DELETE', `/api/v1/thesis/${id}`], ['GET', `/api/v1/thesis/${id}/health`]] as const) {
+        for (const [method, path] of [
+          ['GET', `/api/v1/thesis/${id}`],
+          ['DELETE', `/api/v1/thesis/${id}`],
+          ['GET', `/api/v1/thesis/${id}/health`],
+        ] as const) {
           const r = await h.request(method, path, { token: owner.key });
           expectError(r, 404, 'NOT_FOUND');
           assert.equal(r.body.error.message, `Thesis '${id}' not found`, `${method} ${path}`);
@@ -199,7 +273,11 @@ describe('theses', { skip: SKIP }, () => {
     test("another user's thesis is 404 on GET, DELETE and /health, with their key or their JWT, and stays for its owner", async () => {
       const t = (await create(VALID)).body.data;
       for (const token of [other.key, other.jwt]) {
-        for (const [method, path] of [['GET', `/api/v1/thesis/${t.id}`], ['DELETE', `/api/v1/thesis/${t.id}`], ['GET', `/api/v1/thesis/${t.id}/health`]] as const) {
+        for (const [method, path] of [
+          ['GET', `/api/v1/thesis/${t.id}`],
+          ['DELETE', `/api/v1/thesis/${t.id}`],
+          ['GET', `/api/v1/thesis/${t.id}/health`],
+        ] as const) {
           const r = await h.request(method, path, { token });
           expectError(r, 404, 'NOT_FOUND');
           assert.equal(r.body.error.message, `Thesis '${t.id}' not found`, `${method} ${path}`);
@@ -210,9 +288,27 @@ describe('theses', { skip: SKIP }, () => {
       assert.equal((await h.request('GET', `/api/v1/thesis/${t.id}`, { token: owner.key })).status, 200);
     });
 
-    runSharedSecurityTests(harness, { name: 'GET /thesis/{id}/health', method: 'GET', path: (c) => `/api/v1/thesis/${c.thesisId}/health`, policy: 'api-key-or-user', ownerScoped: true });
-    runSharedSecurityTests(harness, { name: 'GET /thesis/{id}', method: 'GET', path: (c) => `/api/v1/thesis/${c.thesisId}`, policy: 'api-key-or-user', ownerScoped: true });
-    runSharedSecurityTests(harness, { name: 'DELETE /thesis/{id}', method: 'DELETE', path: (c) => `/api/v1/thesis/${c.thesisId}`, policy: 'api-key-or-user', ownerScoped: true });
+    runSharedSecurityTests(harness, {
+      name: 'GET /thesis/{id}/health',
+      method: 'GET',
+      path: (c) => `/api/v1/thesis/${c.thesisId}/health`,
+      policy: 'api-key-or-user',
+      ownerScoped: true,
+    });
+    runSharedSecurityTests(harness, {
+      name: 'GET /thesis/{id}',
+      method: 'GET',
+      path: (c) => `/api/v1/thesis/${c.thesisId}`,
+      policy: 'api-key-or-user',
+      ownerScoped: true,
+    });
+    runSharedSecurityTests(harness, {
+      name: 'DELETE /thesis/{id}',
+      method: 'DELETE',
+      path: (c) => `/api/v1/thesis/${c.thesisId}`,
+      policy: 'api-key-or-user',
+      ownerScoped: true,
+    });
     runSharedSecurityTests(harness, { name: 'GET /thesis', method: 'GET', path: () => '/api/v1/thesis', policy: 'api-key-or-user' });
     runSharedSecurityTests(harness, {
       name: 'POST /thesis',
