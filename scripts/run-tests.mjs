@@ -3,7 +3,8 @@
 // with a summary CI reads ("# pass N", "# fail N"). Node 20 has no glob for --test, so the
 // files are listed here. Extra arguments are passed to node (e.g. a file or --test-only).
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -18,9 +19,12 @@ function find(dir) {
 }
 const args = process.argv.slice(2);
 const files = args.some((a) => a.endsWith('.ts')) ? [] : find(path.join(root, 'test')).sort();
+// A directory for this run's shared test fixtures (test/helpers/harness.ts: the PGlite template).
+const cache = mkdtempSync(path.join(os.tmpdir(), 'market-intel-tests-'));
 const res = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000', ...args, ...files],
-  { stdio: 'inherit', cwd: root },
+  { stdio: 'inherit', cwd: root, env: { ...process.env, TEST_HARNESS_CACHE: cache } },
 );
+rmSync(cache, { recursive: true, force: true });
 process.exit(res.status ?? 1);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { loadConfig, ROOT_DIR, type Config } from '../../src/config.ts';
 
@@ -25,6 +26,31 @@ export function postgresAvailable(): Promise<boolean> {
 
 /** Message used when a PostgreSQL test is skipped. */
 export const PG_SKIP = `SKIPPED: PostgreSQL not reachable at ${PG_BASE_URL} (these tests run in CI)`;
+
+/** Redis server used by the multi-instance tests (override with TEST_REDIS_URL). */
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+let redisUp: Promise<boolean> | undefined;
+
+/** True when the Redis server answers; tests that need it skip with a clear message otherwise. */
+export function redisAvailable(): Promise<boolean> {
+  redisUp ??= (async () => {
+    const r = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    try {
+      await r.connect();
+      await r.ping();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      r.disconnect();
+    }
+  })();
+  return redisUp;
+}
+
+/** Message used when a Redis test is skipped. */
+export const REDIS_SKIP = `SKIPPED: Redis not reachable at ${REDIS_URL} (these tests run in CI)`;
 
 /**
  * Creates a fresh, empty PostgreSQL database for one test file and returns its URL and a

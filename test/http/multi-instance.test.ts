@@ -1,25 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
 import { createService, type Service } from '../../src/server.ts';
-import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL, redisAvailable, testConfig } from '../helpers/env.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
-
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-
-async function redisAvailable(): Promise<boolean> {
-  const r = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  try {
-    await r.connect();
-    await r.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    r.disconnect();
-  }
-}
 
 describe('two instances sharing PostgreSQL and Redis', () => {
   let skip: string | null = null;
@@ -32,7 +16,7 @@ describe('two instances sharing PostgreSQL and Redis', () => {
 
   before(async () => {
     if (!(await postgresAvailable())) return void (skip = PG_SKIP);
-    if (!(await redisAvailable())) return void (skip = `SKIPPED: Redis not reachable at ${REDIS_URL} (these tests run in CI)`);
+    if (!(await redisAvailable())) return void (skip = REDIS_SKIP);
     idp = await startTestIdp();
     const tmp = await createTempPgDatabase();
     drop = tmp.drop;

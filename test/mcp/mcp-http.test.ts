@@ -3,16 +3,13 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { createService, type Service } from '../../src/server.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
 import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas/market.ts';
 import { ThesisHealthSchema } from '../../src/services/schemas/theses.ts';
-import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
-import { testConfig } from '../helpers/env.ts';
+import { startHarness, type Harness } from '../helpers/harness.ts';
 
-let idp: TestIdp;
-let svc: Service;
+let h: Harness;
 let base: string;
 const keys: Record<'free' | 'pro' | 'api' | 'other', string> = { free: '', pro: '', api: '', other: '' };
 let thesisId = '';
@@ -46,12 +43,9 @@ function toolError(r: CallToolResult): { code: string; message: string; details?
   return JSON.parse(first.text).error;
 }
 
-async function makeKey(sub: string, email: string, tier?: 'pro' | 'api'): Promise<string> {
-  const jwt = await idp.token(sub, { email });
-  const r = await rest('POST', '/api/v1/keys/create', jwt, { name: 'mcp' });
-  assert.equal(r.status, 201, JSON.stringify(r.body));
-  if (tier) await svc.keys.setTier(email, tier);
-  return r.body.data.key;
+/** A new user `sub` (email `<sub>@example.com`) with a key of `tier`, through the harness (POST /api/v1/keys/create). */
+async function makeKey(sub: string, tier: 'free' | 'pro' | 'api' = 'free'): Promise<string> {
+  return (await h.keyFor(tier, sub)).key;
 }
 
 /** Raw JSON-RPC POST to /mcp (for status codes and headers the SDK client hides). */
@@ -65,13 +59,12 @@ async function rawMcp(body: unknown, headers: Record<string, string> = {}, query
 const callMsg = (name: string, args: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id: ++ipSeq, method: 'tools/call', params: { name, arguments: args } });
 
 before(async () => {
-  idp = await startTestIdp();
-  svc = await createService(testConfig({ AUTH_ISSUER: idp.issuer }));
-  base = await svc.app.listen({ host: '127.0.0.1', port: 0 });
-  keys.free = await makeKey('mcp-free', 'mcp-free@example.com');
-  keys.pro = await makeKey('mcp-pro', 'mcp-pro@example.com', 'pro');
-  keys.api = await makeKey('mcp-api', 'mcp-api@example.com', 'api');
-  keys.other = await makeKey('mcp-other', 'mcp-other@example.com', 'api');
+  h = await startHarness({ database: 'pglite' });
+  base = h.base;
+  keys.free = await makeKey('mcp-free');
+  keys.pro = await makeKey('mcp-pro', 'pro');
+  keys.api = await makeKey('mcp-api', 'api');
+  keys.other = await makeKey('mcp-other', 'api');
   const t = await rest('POST', '/api/v1/thesis', keys.api, {
     asset: 'ETH',
     direction: 'long',
@@ -83,10 +76,7 @@ before(async () => {
   assert.equal(t.status, 201, JSON.stringify(t.body));
   thesisId = t.body.data.id;
 });
-after(async () => {
-  await svc?.stop();
-  await idp?.close();
-});
+after(async () => h?.stop());
 
 describe('MCP over Streamable HTTP with the SDK client', () => {
   test('tools/list returns exactly the six read-only tools with titles, descriptions and schemas', async () => {
@@ -189,7 +179,7 @@ describe('MCP auth, tiers and limits', () => {
   });
 
   test('each tools/call counts against the same quota as REST, with rate-limit headers on the HTTP responses', async () => {
-    const key = await makeKey('mcp-quota', 'mcp-quota@example.com'); // free: 10 per minute
+    const key = await makeKey('mcp-quota'); // free: 10 per minute
     const auth = { authorization: `Bearer ${key}` };
     // tools/list and initialize are not tool calls: no quota.
     const list = await rawMcp({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, auth);
@@ -221,7 +211,7 @@ describe('MCP auth, tiers and limits', () => {
   });
 
   test('requests other than tools/call are capped per caller without touching the quota', async () => {
-    const key = await makeKey('mcp-control', 'mcp-control@example.com');
+    const key = await makeKey('mcp-control');
     const auth = { authorization: `Bearer ${key}` };
     const statuses: number[] = [];
     for (let i = 0; i < 121; i++) statuses.push((await rawMcp({ jsonrpc: '2.0', id: i, method: 'tools/list', params: {} }, auth)).status);

@@ -1,0 +1,371 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { z } from 'zod';
+import { okEnvelope } from '../../src/http/envelope.ts';
+import {
+  AssetsDataSchema,
+  ChainHealthListSchema,
+  ChainHealthSchema,
+  ChainMetricsSchema,
+  HistoryDataSchema,
+  RegimeDataSchema,
+  SignalEntrySchema,
+  SignalsDataSchema,
+} from '../../src/services/schemas/market.ts';
+import { readCsv } from '../helpers/env.ts';
+import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
+import { BAD_CREDENTIALS, runSharedSecurityTests, securityContext } from '../helpers/security.ts';
+
+/**
+ * The market resources (public data, and the signal history for the pro and api tiers):
+ * signals, regime, chains (health and metrics), assets, signal history. One harness for the
+ * file; each resource has its happy, errors and security parts.
+ */
+
+const PRICE_FILES: Record<string, string> = {
+  bitcoin: 'btc',
+  ethereum: 'eth',
+  solana: 'sol',
+  hyperliquid: 'hype',
+  binancecoin: 'bnb',
+  ripple: 'xrp',
+  dogecoin: 'doge',
+  cardano: 'ada',
+  'avalanche-2': 'avax',
+  chainlink: 'link',
+  litecoin: 'ltc',
+};
+
+const DATABASE = testDatabase();
+const SKIP = (await harnessUnavailable({ database: DATABASE })) ?? undefined;
+let h: Harness;
+let proKey = '';
+const harness = () => h;
+
+/**
+ * GETs as a new unauthenticated client (its own IP) so the 5/minute unauthenticated limit
+ * does not interfere; /signal-history (Pro or API tier) is called with a Pro key.
+ */
+async function get(url: string) {
+  return h.request('GET', url, { token: url.includes('/signal-history/') ? proKey : undefined });
+}
+
+before(async () => {
+  if (SKIP) return;
+  h = await startHarness({ database: DATABASE });
+  proKey = (await h.keyFor('pro', 'contract-pro')).key;
+});
+after(async () => h?.stop());
+
+describe('signals', { skip: SKIP }, () => {
+  describe('happy', () => {
+    describe('GET /api/v1/signals', () => {
+      test('answers with all 11 assets, price_usd = dataset close on the as-of day', async () => {
+        const r = await get('/api/v1/signals');
+        assert.equal(r.status, 200);
+        const env = okEnvelope(SignalsDataSchema).parse(r.body);
+        assert.equal(env.meta.version, 'v1');
+        assert.match(env.meta.timestamp, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+        assert.equal(env.meta.as_of, '2025-09-30');
+        assert.equal(env.data.signals.length, 11);
+        assert.deepEqual(new Set(env.data.signals.map((s) => s.asset)), new Set(Object.keys(PRICE_FILES)));
+        for (const s of env.data.signals) {
+          const rows = readCsv(`prices/${PRICE_FILES[s.asset]}.csv`);
+          const row = rows.find((x) => x.date === env.meta.as_of)!;
+          assert.equal(s.price_usd, Number(row.close), s.asset);
+          assert.equal(s.as_of, '2025-09-30');
+          assert.equal(s.factors, undefined, 'factors only on request');
+          const prev = rows.find((x) => x.date === '2025-09-29')!;
+          assert.ok(Math.abs(s.change_24h_pct! - (Number(row.close) / Number(prev.close) - 1) * 100) < 1e-3);
+        }
+        assert.equal(r.headers['x-request-id'], env.meta.request_id);
+      });
+
+      test('include_factors=true adds factors whose contributions sum to the score', async () => {
+        const r = await get('/api/v1/signals?include_factors=true');
+        const env = okEnvelope(SignalsDataSchema).parse(r.body);
+        for (const s of env.data.signals) {
+          assert.ok(s.factors && s.factors.length > 0, s.asset);
+          const sum = s.factors.reduce((a, f) => a + f.contribution, 0);
+          assert.ok(Math.abs(sum - s.score) < 1e-6, `${s.asset}: ${sum} vs ${s.score}`);
+          const names: string[] = s.factors.map((f): string => f.name).concat(s.missing_factors!.map((f) => f.name));
+          for (const n of ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime'])
+            assert.ok(names.includes(n), `${s.asset} ${n}`);
+        }
+        // Assets without funding history report the factor as missing instead of inventing it.
+        const doge = env.data.signals.find((s) => s.asset === 'dogecoin')!;
+        assert.ok(doge.missing_factors!.some((f) => f.name === 'funding_rate'));
+        const btc = env.data.signals.find((s) => s.asset === 'bitcoin')!;
+        assert.ok(btc.factors!.some((f) => f.name === 'funding_rate'));
+      });
+    });
+
+    describe('GET /api/v1/signals/{asset}', () => {
+      test('resolves tickers and case, returns the canonical id', async () => {
+        for (const q of ['bitcoin', 'BTC', 'btc', 'Bitcoin']) {
+          const r = await get(`/api/v1/signals/${q}`);
+          assert.equal(r.status, 200);
+          const env = okEnvelope(SignalEntrySchema).parse(r.body);
+          assert.equal(env.data.asset, 'bitcoin');
+          assert.equal(env.data.symbol, 'BTC');
+          assert.ok(['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell'].includes(env.data.signal));
+        }
+        const hy = okEnvelope(SignalEntrySchema).parse((await get('/api/v1/signals/HYPE?include_factors=true')).body);
+        assert.equal(hy.data.asset, 'hyperliquid');
+        assert.ok(hy.data.factors!.length > 0);
+      });
+    });
+  });
+
+  describe('errors', () => {
+    describe('GET /api/v1/signals', () => {
+      test('include_factors=false is accepted, other values are 400 INVALID_PARAMETER', async () => {
+        assert.equal((await get('/api/v1/signals?include_factors=false')).status, 200);
+        for (const v of ['maybe', '1', 'TRUE', '']) {
+          const r = await get(`/api/v1/signals?include_factors=${v}`);
+          expectError(r, 400, 'INVALID_PARAMETER');
+          assert.match(r.body.error.message, /include_factors/);
+        }
+      });
+    });
+
+    describe('GET /api/v1/signals/{asset}', () => {
+      test('unknown asset is 404 NOT_FOUND naming the asset as given', async () => {
+        const r = await get('/api/v1/signals/xyz');
+        expectError(r, 404, 'NOT_FOUND');
+        assert.equal(r.body.error.message, "Asset 'xyz' not found");
+      });
+
+      test('bad include_factors is 400', async () => {
+        expectError(await get('/api/v1/signals/eth?include_factors=maybe'), 400, 'INVALID_PARAMETER');
+      });
+    });
+  });
+
+  describe('security', () => {
+    runSharedSecurityTests(harness, { name: 'GET /signals', method: 'GET', path: () => '/api/v1/signals', policy: 'public' });
+    runSharedSecurityTests(harness, { name: 'GET /signals/{asset}', method: 'GET', path: () => '/api/v1/signals/btc', policy: 'public' });
+  });
+});
+
+describe('regime', { skip: SKIP }, () => {
+  describe('happy', () => {
+    describe('GET /api/v1/regime', () => {
+      test('returns the regime, its conditions and all signals', async () => {
+        const r = await get('/api/v1/regime');
+        assert.equal(r.status, 200);
+        const env = okEnvelope(RegimeDataSchema).parse(r.body);
+        assert.ok(['bull', 'bear', 'neutral'].includes(env.data.regime));
+        assert.equal(env.data.signals.length, 11);
+        assert.equal(env.data.conditions.rsi!.period, 14);
+        const fg = readCsv('fear_greed.csv').at(-1)!;
+        assert.equal(env.data.conditions.fear_greed!.value, Number(fg.value));
+        assert.equal(env.data.conditions.fear_greed!.classification, fg.classification);
+        const f = readCsv('funding/btc_daily.csv').at(-1)!;
+        assert.ok(Math.abs(env.data.conditions.funding_rate!.value - Number(f.funding_rate_mean)) < 1e-12);
+        assert.ok(env.data.since <= env.data.as_of);
+      });
+    });
+  });
+
+  describe('errors', () => {
+    test('GET /api/v1/regime takes no path below it: 404 in the envelope', async () => {
+      expectError(await get('/api/v1/regime/btc'), 404, 'NOT_FOUND');
+    });
+  });
+
+  describe('security', () => {
+    runSharedSecurityTests(harness, { name: 'GET /regime', method: 'GET', path: () => '/api/v1/regime', policy: 'public' });
+  });
+});
+
+describe('chains', { skip: SKIP }, () => {
+  describe('happy', () => {
+    describe('GET /api/v1/chain-health', () => {
+      test('returns eth, sol and hype', async () => {
+        const env = okEnvelope(ChainHealthListSchema).parse((await get('/api/v1/chain-health')).body);
+        assert.deepEqual(
+          env.data.chains.map((c) => c.chain),
+          ['eth', 'sol', 'hype'],
+        );
+        // Solana's chain data stops on 2025-06-03: reported as stale, not scored from old data.
+        const sol = env.data.chains.find((c) => c.chain === 'sol')!;
+        assert.equal(sol.status, 'insufficient_data');
+        assert.equal(sol.score, null);
+        assert.ok(sol.missing_metrics.some((m) => m.metric === 'tvl' && m.last_date === '2025-06-03'));
+      });
+
+      test('one chain by id, asset id or ticker; unknown is 404', async () => {
+        for (const q of ['eth', 'ETH', 'ethereum']) {
+          const env = okEnvelope(ChainHealthSchema).parse((await get(`/api/v1/chain-health/${q}`)).body);
+          assert.equal(env.data.chain, 'eth');
+        }
+        const r = await get('/api/v1/chain-health/xyz');
+        expectError(r, 404, 'NOT_FOUND');
+        assert.equal(r.body.error.message, "Asset 'xyz' not found");
+        expectError(await get('/api/v1/chain-health/bitcoin'), 404, 'NOT_FOUND');
+      });
+    });
+
+    describe('GET /api/v1/chain-metrics/{asset}', () => {
+      test('raw metrics with 7-day deltas from the dataset', async () => {
+        const env = okEnvelope(ChainMetricsSchema).parse((await get('/api/v1/chain-metrics/eth')).body);
+        const tx = env.data.metrics.transactions!;
+        const rows = readCsv('chains/ethereum.csv');
+        const last = rows.at(-1)!;
+        const base = rows.find((x) => x.date === '2025-09-23')!;
+        assert.equal(tx.value, Number(last.transactions));
+        assert.equal(tx.as_of, last.date);
+        assert.equal(tx.change_7d, Number(last.transactions) - Number(base.transactions));
+        // A metric with no data is present with value null (stable shape).
+        assert.equal(env.data.metrics.dex_volume!.value, null);
+        // TVL stopped on 2025-08-02: its value carries its own as_of.
+        assert.equal(env.data.metrics.tvl!.as_of, '2025-08-02');
+      });
+
+      test('every success response validates against its schema', async () => {
+        const cases: [string, z.ZodType][] = [
+          ['/api/v1/chain-metrics/sol', ChainMetricsSchema],
+          ['/api/v1/chain-metrics/hype', ChainMetricsSchema],
+          ['/api/v1/chain-health/hype', ChainHealthSchema],
+        ];
+        for (const [u, s] of cases) okEnvelope(s).parse((await get(u)).body);
+      });
+    });
+  });
+
+  describe('errors', () => {
+    describe('GET /api/v1/chain-metrics/{asset}', () => {
+      test('unknown chain is 404', async () => {
+        expectError(await get('/api/v1/chain-metrics/xyz'), 404, 'NOT_FOUND');
+      });
+    });
+  });
+
+  describe('security', () => {
+    runSharedSecurityTests(harness, { name: 'GET /chain-health', method: 'GET', path: () => '/api/v1/chain-health', policy: 'public' });
+    runSharedSecurityTests(harness, {
+      name: 'GET /chain-health/{asset}',
+      method: 'GET',
+      path: () => '/api/v1/chain-health/eth',
+      policy: 'public',
+    });
+    runSharedSecurityTests(harness, {
+      name: 'GET /chain-metrics/{asset}',
+      method: 'GET',
+      path: () => '/api/v1/chain-metrics/eth',
+      policy: 'public',
+    });
+  });
+});
+
+describe('assets', { skip: SKIP }, () => {
+  describe('happy', () => {
+    describe('GET /api/v1/assets', () => {
+      test('lists the 11 assets with signals and capability flags', async () => {
+        const env = okEnvelope(AssetsDataSchema).parse((await get('/api/v1/assets')).body);
+        assert.equal(env.data.assets.length, 11);
+        const eth = env.data.assets.find((a) => a.asset === 'ethereum')!;
+        assert.equal(eth.chain, 'eth');
+        assert.equal(eth.capabilities.chain_health, true);
+        assert.equal(eth.capabilities.funding_rate, true);
+        const doge = env.data.assets.find((a) => a.asset === 'dogecoin')!;
+        assert.equal(doge.chain, null);
+        assert.equal(doge.capabilities.chain_health, false);
+        assert.equal(doge.capabilities.funding_rate, false);
+      });
+    });
+  });
+
+  describe('errors', () => {
+    test('GET /api/v1/assets/{x} is not a route: 404 in the envelope', async () => {
+      expectError(await get('/api/v1/assets/bitcoin'), 404, 'NOT_FOUND');
+    });
+  });
+
+  describe('security', () => {
+    runSharedSecurityTests(harness, { name: 'GET /assets', method: 'GET', path: () => '/api/v1/assets', policy: 'public' });
+
+    test('public routes: a present but invalid key is 401, never a silent downgrade', async () => {
+      const ctx = await securityContext(h);
+      for (const u of ['/api/v1/signals', '/api/v1/regime', '/api/v1/assets', '/api/v1/chain-health', '/api/v1/chain-metrics/eth']) {
+        for (const [, tok] of BAD_CREDENTIALS.slice(1)) {
+          assert.equal((await h.request('GET', u, { token: tok(ctx) })).status, 401, u);
+        }
+        assert.equal((await h.request('GET', u, { token: ctx.ownerJwt })).status, 401, `${u} with a JWT`);
+      }
+    });
+  });
+});
+
+describe('signal history', { skip: SKIP }, () => {
+  describe('happy', () => {
+    describe('GET /api/v1/signal-history/{asset}', () => {
+      test('returns stored changes newest first within the window', async () => {
+        const env = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/bitcoin?days=365&limit=200')).body);
+        assert.equal(env.data.days, 365);
+        assert.equal(env.data.limit, 200);
+        assert.ok(env.data.entries.length > 0);
+        for (let i = 1; i < env.data.entries.length; i++) assert.ok(env.data.entries[i - 1]!.changed_at > env.data.entries[i]!.changed_at);
+        for (const e of env.data.entries) {
+          assert.ok(e.changed_at >= '2024-10-01' && e.changed_at <= '2025-09-30');
+          assert.notEqual(e.signal, e.previous_signal);
+        }
+        const lim = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/btc?days=365&limit=1')).body);
+        assert.equal(lim.data.entries.length, 1);
+        assert.deepEqual(lim.data.entries[0], env.data.entries[0]);
+      });
+
+      test('defaults are days=30, limit=50', async () => {
+        const env = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/ethereum')).body);
+        assert.equal(env.data.days, 30);
+        assert.equal(env.data.limit, 50);
+      });
+
+      test('the api tier reads the history too', async () => {
+        const api = await h.keyFor('api');
+        const r = await h.request('GET', '/api/v1/signal-history/bitcoin', { token: api.key });
+        assert.equal(r.status, 200, r.raw);
+        assert.equal(r.headers['x-service-tier'], 'api');
+      });
+    });
+  });
+
+  describe('errors', () => {
+    describe('GET /api/v1/signal-history/{asset}', () => {
+      test('out-of-range or non-integer days/limit are 400 (no clamping)', async () => {
+        for (const q of [
+          'days=0',
+          'days=366',
+          'days=1.5',
+          'limit=abc',
+          'limit=0',
+          'limit=201',
+          'days=-3',
+          'days=0x10',
+          'days=1e2',
+          'limit=0b11',
+          'days=',
+        ]) {
+          const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
+          expectError(r, 400, 'INVALID_PARAMETER');
+          assert.match(r.body.error.message, new RegExp(q.split('=')[0]!));
+        }
+      });
+
+      test('unknown asset is 404', async () => {
+        expectError(await get('/api/v1/signal-history/xyz'), 404, 'NOT_FOUND');
+      });
+    });
+  });
+
+  describe('security', () => {
+    runSharedSecurityTests(harness, {
+      name: 'GET /signal-history/{asset}',
+      method: 'GET',
+      path: () => '/api/v1/signal-history/bitcoin',
+      policy: 'api-key',
+      tiers: ['pro', 'api'],
+    });
+  });
+});

@@ -1,0 +1,321 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { okEnvelope } from '../../src/http/envelope.ts';
+import { DeletedThesisSchema, ThesisHealthSchema, ThesisListSchema, ThesisSchema } from '../../src/services/schemas/theses.ts';
+import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
+import { runSharedSecurityTests } from '../helpers/security.ts';
+
+/** Theses: POST /thesis, GET /thesis, GET and DELETE /thesis/{id}, GET /thesis/{id}/health (API key or JWT; owner only). */
+
+const DATABASE = testDatabase();
+const SKIP = (await harnessUnavailable({ database: DATABASE })) ?? undefined;
+let h: Harness;
+const harness = () => h;
+/** An api-tier user (500 per minute: the validation tests make many calls) and another user. */
+let owner: Awaited<ReturnType<Harness['keyFor']>>;
+let other: Awaited<ReturnType<Harness['keyFor']>>;
+
+const VALID = {
+  asset: 'ETH',
+  direction: 'long',
+  title: 'ETH recovers',
+  entry_price: 3000,
+  target_price: 4000,
+  stop_price: 2500,
+  horizon_days: 90,
+  conditions: [
+    { id: 'oversold', metric: 'rsi_14', operator: 'lt', value: 30, kind: 'warning' },
+    { metric: 'regime', operator: 'eq', value: 'bear', kind: 'invalidation' },
+  ],
+};
+
+async function create(body: unknown, token = owner.key) {
+  return h.request('POST', '/api/v1/thesis', { token, body });
+}
+
+before(async () => {
+  if (SKIP) return;
+  h = await startHarness({ database: DATABASE });
+  owner = await h.keyFor('api', 'thesis-owner');
+  other = await h.keyFor('api', 'thesis-other');
+});
+after(async () => h?.stop());
+
+describe('theses', { skip: SKIP }, () => {
+  describe('happy', () => {
+    test('POST /thesis creates a thesis (201): canonical asset, given and generated condition ids, kind defaults to warning', async () => {
+      const r = await create({ ...VALID, conditions: [...VALID.conditions, { metric: 'signal', operator: 'neq', value: 'strong_sell' }] });
+      assert.equal(r.status, 201, r.raw);
+      const t = okEnvelope(ThesisSchema).parse(r.body).data;
+      assert.equal(t.asset, 'ethereum');
+      assert.equal(t.symbol, 'ETH');
+      assert.equal(t.direction, 'long');
+      assert.equal(t.title, 'ETH recovers');
+      assert.deepEqual([t.entry_price, t.target_price, t.stop_price, t.horizon_days], [3000, 4000, 2500, 90]);
+      assert.equal(t.conditions.length, 3);
+      assert.equal(t.conditions[0]!.id, 'oversold');
+      assert.match(t.conditions[1]!.id, /^[0-9a-f-]{36}$/);
+      assert.equal(t.conditions[2]!.kind, 'warning');
+      const got = await h.request('GET', `/api/v1/thesis/${t.id}`, { token: owner.key });
+      assert.equal(got.status, 200);
+      assert.deepEqual(okEnvelope(ThesisSchema).parse(got.body).data, t);
+    });
+
+    test('a minimal thesis: prices, horizon and conditions are optional; a short thesis takes its stop above entry', async () => {
+      const min = await create({ asset: 'bitcoin', direction: 'short', title: 'BTC tops' });
+      assert.equal(min.status, 201, min.raw);
+      const t = okEnvelope(ThesisSchema).parse(min.body).data;
+      assert.deepEqual([t.entry_price, t.target_price, t.stop_price, t.horizon_days, t.conditions], [null, null, null, null, []]);
+      const short = await create({
+        asset: 'sol',
+        direction: 'short',
+        title: 'SOL fades',
+        entry_price: 200,
+        stop_price: 220,
+        target_price: 150,
+      });
+      assert.equal(short.status, 201, short.raw);
+    });
+
+    test('GET /thesis lists newest first', async () => {
+      const u = await h.keyFor('api');
+      const ids: string[] = [];
+      for (const title of ['first', 'second', 'third']) {
+        const r = await create({ asset: 'btc', direction: 'long', title }, u.key);
+        assert.equal(r.status, 201, r.raw);
+        ids.push(r.body.data.id);
+      }
+      const list = okEnvelope(ThesisListSchema).parse((await h.request('GET', '/api/v1/thesis', { token: u.key })).body).data.theses;
+      assert.deepEqual(
+        list.map((t) => t.id),
+        ids.reverse(),
+      );
+      assert.deepEqual(
+        list.map((t) => t.title),
+        ['third', 'second', 'first'],
+      );
+      for (let i = 1; i < list.length; i++) assert.ok(list[i - 1]!.created_at >= list[i]!.created_at);
+    });
+
+    test('the owner sees the same theses with their API key and their JWT', async () => {
+      const u = await h.keyFor('pro');
+      const byJwt = await create({ asset: 'eth', direction: 'long', title: 'by jwt' }, u.jwt);
+      assert.equal(byJwt.status, 201, byJwt.raw);
+      const byKey = await create({ asset: 'eth', direction: 'long', title: 'by key' }, u.key);
+      assert.equal(byKey.status, 201, byKey.raw);
+      const viaKey = (await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses;
+      const viaJwt = (await h.request('GET', '/api/v1/thesis', { token: u.jwt })).body.data.theses;
+      assert.deepEqual(viaKey, viaJwt);
+      assert.deepEqual(
+        viaKey.map((t: { title: string }) => t.title),
+        ['by key', 'by jwt'],
+      );
+    });
+
+    test('GET /thesis/{id}/health evaluates the thesis against the current data', async () => {
+      const t = (await create(VALID)).body.data;
+      const r = await h.request('GET', `/api/v1/thesis/${t.id}/health`, { token: owner.key });
+      assert.equal(r.status, 200, r.raw);
+      const health = okEnvelope(ThesisHealthSchema).parse(r.body).data;
+      assert.equal(health.thesis_id, t.id);
+      assert.equal(health.asset, 'ethereum');
+      assert.equal(health.as_of, '2025-09-30');
+      assert.equal(typeof health.current.price_usd, 'number');
+    });
+
+    test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {
+      const t = (await create(VALID)).body.data;
+      const del = await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key });
+      assert.equal(del.status, 200, del.raw);
+      assert.deepEqual(okEnvelope(DeletedThesisSchema).parse(del.body).data, { id: t.id, deleted: true });
+      const get = await h.request('GET', `/api/v1/thesis/${t.id}`, { token: owner.key });
+      expectError(get, 404, 'NOT_FOUND');
+      assert.equal(get.body.error.message, `Thesis '${t.id}' not found`);
+      expectError(await h.request('GET', `/api/v1/thesis/${t.id}/health`, { token: owner.key }), 404, 'NOT_FOUND');
+      expectError(await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key }), 404, 'NOT_FOUND');
+      const list = (await h.request('GET', '/api/v1/thesis', { token: owner.key })).body.data.theses;
+      assert.ok(!list.some((x: { id: string }) => x.id === t.id));
+    });
+  });
+
+  describe('errors', () => {
+    /** Each invalid body: 400 INVALID_PARAMETER whose message names the field. */
+    const cases: [string, Record<string, unknown>, RegExp][] = [
+      ['asset unsupported', { ...VALID, asset: 'xyz' }, /'asset'/],
+      ['asset missing', { direction: 'long', title: 't' }, /asset/],
+      ['direction not long or short', { ...VALID, direction: 'up' }, /direction/],
+      ['title empty', { ...VALID, title: '' }, /title/],
+      ['title only spaces', { ...VALID, title: '   ' }, /title/],
+      ['title too long', { ...VALID, title: 'x'.repeat(201) }, /title/],
+      ['title with a control character', { ...VALID, title: 'a\u0007b' }, /title/],
+      ['a negative entry price', { ...VALID, entry_price: -1 }, /entry_price/],
+      ['a zero target price', { ...VALID, target_price: 0 }, /target_price/],
+      ['a negative stop price', { ...VALID, stop_price: -5 }, /stop_price/],
+      ['a price that is a string', { ...VALID, entry_price: '3000' }, /entry_price/],
+      ['stop above entry on a long', { ...VALID, stop_price: 3100 }, /stop_price/],
+      [
+        'stop below entry on a short',
+        { ...VALID, direction: 'short', entry_price: 3000, stop_price: 2900, target_price: 2000 },
+        /stop_price/,
+      ],
+      ['target below entry on a long', { ...VALID, target_price: 2900 }, /target_price/],
+      [
+        'target above entry on a short',
+        { ...VALID, direction: 'short', entry_price: 3000, stop_price: 3500, target_price: 3100 },
+        /target_price/,
+      ],
+      ['horizon_days out of range', { ...VALID, horizon_days: 0 }, /horizon_days/],
+      [
+        'a condition with an unknown metric',
+        { ...VALID, conditions: [{ metric: 'volume', operator: 'gt', value: 1 }] },
+        /conditions\.0\.metric/,
+      ],
+      [
+        'a condition with an unknown operator',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'between', value: 1 }] },
+        /conditions\.0\.operator/,
+      ],
+      [
+        'a categorical value that is not a level',
+        { ...VALID, conditions: [{ metric: 'signal', operator: 'eq', value: 'moon' }] },
+        /conditions\.0\.value/,
+      ],
+      [
+        'a regime value that is a number',
+        { ...VALID, conditions: [{ metric: 'regime', operator: 'eq', value: 1 }] },
+        /conditions\.0\.value/,
+      ],
+      [
+        'a numeric metric with a text value',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 'low' }] },
+        /conditions\.0\.value/,
+      ],
+      [
+        'a condition with an unknown kind',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, kind: 'fatal' }] },
+        /conditions\.0\.kind/,
+      ],
+      [
+        'duplicate condition ids',
+        {
+          ...VALID,
+          conditions: [
+            { id: 'a', metric: 'rsi_14', operator: 'lt', value: 30 },
+            { id: 'a', metric: 'rsi_14', operator: 'gt', value: 70 },
+          ],
+        },
+        /conditions\.1\.id/,
+      ],
+      ['an unknown extra field', { ...VALID, leverage: 10 }, /leverage/],
+      ['an unknown field in a condition', { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, weight: 2 }] }, /weight/],
+      [
+        'more than 20 conditions',
+        { ...VALID, conditions: Array.from({ length: 21 }, () => ({ metric: 'rsi_14', operator: 'lt', value: 30 })) },
+        /conditions/,
+      ],
+    ];
+    for (const [what, body, field] of cases) {
+      test(`POST /thesis: ${what} -> 400 INVALID_PARAMETER naming the field`, async () => {
+        const r = await create(body);
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.match(r.body.error.message, field);
+      });
+    }
+
+    test('POST /thesis: duplicate condition ids are named in the message', async () => {
+      const r = await create({
+        ...VALID,
+        conditions: [
+          { id: 'dup', metric: 'rsi_14', operator: 'lt', value: 30 },
+          { id: 'dup', metric: 'rsi_14', operator: 'gt', value: 70 },
+        ],
+      });
+      expectError(r, 400, 'INVALID_PARAMETER');
+      assert.match(r.body.error.message, /duplicate condition id 'dup'/);
+    });
+
+    test('POST /thesis: an invalid body stores nothing', async () => {
+      const u = await h.keyFor('api');
+      for (const [, body] of cases) assert.equal((await create(body, u.key)).status, 400);
+      assert.deepEqual((await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses, []);
+    });
+
+    test('POST /thesis: a body that is not JSON, or not an object, is 400', async () => {
+      const bad = await h.request('POST', '/api/v1/thesis', { token: owner.key, headers: { 'content-type': 'application/json' } });
+      assert.equal(bad.status, 400, bad.raw);
+      const res = await h.app.inject({
+        method: 'POST',
+        url: '/api/v1/thesis',
+        headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/json' },
+        payload: '{"asset":',
+        remoteAddress: h.freshIp(),
+      });
+      expectError({ status: res.statusCode, body: res.json() }, 400, 'INVALID_PARAMETER');
+      expectError(await create([VALID]), 400, 'INVALID_PARAMETER');
+    });
+
+    test('an id that is not a UUID, or unknown, is 404 on GET, DELETE and /health', async () => {
+      for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000']) {
+        for (const [method, path] of [
+          ['GET', `/api/v1/thesis/${id}`],
+          ['DELETE', `/api/v1/thesis/${id}`],
+          ['GET', `/api/v1/thesis/${id}/health`],
+        ] as const) {
+          const r = await h.request(method, path, { token: owner.key });
+          expectError(r, 404, 'NOT_FOUND');
+          assert.equal(r.body.error.message, `Thesis '${id}' not found`, `${method} ${path}`);
+        }
+      }
+    });
+  });
+
+  describe('security', () => {
+    test("another user's thesis is 404 on GET, DELETE and /health, with their key or their JWT, and stays for its owner", async () => {
+      const t = (await create(VALID)).body.data;
+      for (const token of [other.key, other.jwt]) {
+        for (const [method, path] of [
+          ['GET', `/api/v1/thesis/${t.id}`],
+          ['DELETE', `/api/v1/thesis/${t.id}`],
+          ['GET', `/api/v1/thesis/${t.id}/health`],
+        ] as const) {
+          const r = await h.request(method, path, { token });
+          expectError(r, 404, 'NOT_FOUND');
+          assert.equal(r.body.error.message, `Thesis '${t.id}' not found`, `${method} ${path}`);
+        }
+      }
+      const list = (await h.request('GET', '/api/v1/thesis', { token: other.key })).body.data.theses;
+      assert.ok(!list.some((x: { id: string }) => x.id === t.id), "not in the other user's list");
+      assert.equal((await h.request('GET', `/api/v1/thesis/${t.id}`, { token: owner.key })).status, 200);
+    });
+
+    runSharedSecurityTests(harness, {
+      name: 'GET /thesis/{id}/health',
+      method: 'GET',
+      path: (c) => `/api/v1/thesis/${c.thesisId}/health`,
+      policy: 'api-key-or-user',
+      ownerScoped: true,
+    });
+    runSharedSecurityTests(harness, {
+      name: 'GET /thesis/{id}',
+      method: 'GET',
+      path: (c) => `/api/v1/thesis/${c.thesisId}`,
+      policy: 'api-key-or-user',
+      ownerScoped: true,
+    });
+    runSharedSecurityTests(harness, {
+      name: 'DELETE /thesis/{id}',
+      method: 'DELETE',
+      path: (c) => `/api/v1/thesis/${c.thesisId}`,
+      policy: 'api-key-or-user',
+      ownerScoped: true,
+    });
+    runSharedSecurityTests(harness, { name: 'GET /thesis', method: 'GET', path: () => '/api/v1/thesis', policy: 'api-key-or-user' });
+    runSharedSecurityTests(harness, {
+      name: 'POST /thesis',
+      method: 'POST',
+      path: () => '/api/v1/thesis',
+      body: () => ({ asset: 'bitcoin', direction: 'long', title: 't', conditions: [] }),
+      policy: 'api-key-or-user',
+    });
+  });
+});
