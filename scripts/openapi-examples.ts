@@ -83,7 +83,7 @@ try {
   const free = await svc.keys.create({ userId: 'example-free', email: 'free@example.com' }, 'free');
   keep(await call('/api/v1/signal-history/bitcoin', { authorization: `Bearer ${free.key}` }));
   keep(await call('/api/v1/signals/dogwifhat'));
-  let limited;
+  let limited: Awaited<ReturnType<typeof call>> | undefined;
   for (let i = 0; i < 20 && limited?.status !== 429; i++) limited = await call('/api/v1/regime', {}, '10.9.1.1');
   keep(limited!);
   errors.KEY_LIMIT_REACHED = { code: 'KEY_LIMIT_REACHED', message: 'You already have 5 active API keys; revoke one first', details: { max_active_keys: 5 } };

@@ -36,7 +36,9 @@ describe('TierRateLimiter (memory)', () => {
 
 describe('TierRateLimiter with Redis going away and coming back', () => {
   const procs: ChildProcess[] = [];
-  after(() => procs.forEach((p) => p.kill('SIGKILL')));
+  after(() => {
+    for (const p of procs) p.kill('SIGKILL');
+  });
   const has = spawnSync('redis-server', ['--version']).status === 0;
 
   function startRedis(port: number): Promise<ChildProcess> {

@@ -124,7 +124,7 @@ test('refuses everything when discovery fails or the discovered issuer differs',
 test('a failed discovery is retried on the next call', async () => {
   // An issuer whose discovery answers 503 once, then a document pointing at the test IdP's JWKS.
   let calls = 0;
-  const server = http.createServer((req, res) => {
+  const server = http.createServer((_req, res) => {
     calls++;
     if (calls === 1) {
       res.statusCode = 503;

@@ -16,7 +16,9 @@ export function readCsv(rel: string): Record<string, string>[] {
   return lines.slice(1).map((l) => {
     const cells = l.split(',');
     const rec: Record<string, string> = {};
-    header.forEach((h, i) => (rec[h] = cells[i] ?? ''));
+    header.forEach((h, i) => {
+      rec[h] = cells[i] ?? '';
+    });
     return rec;
   });
 }
@@ -52,7 +54,9 @@ export function loadChain(file: string): Record<string, MetricPoint[]> {
   for (const r of rows) {
     for (const [k, v] of Object.entries(r)) {
       if (k === 'date' || v === '') continue;
-      (out[k] ??= []).push({ date: r.date!, value: Number(v) });
+      const series = out[k] ?? [];
+      series.push({ date: r.date!, value: Number(v) });
+      out[k] = series;
     }
   }
   return out;

@@ -12,7 +12,12 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
     const db = await createTempPgDatabase();
     const idp = await startTestIdp();
     const lines: string[] = [];
-    const logStream = new Writable({ write: (c, _e, cb) => (lines.push(c.toString()), cb()) });
+    const logStream = new Writable({
+      write: (c, _e, cb) => {
+        lines.push(c.toString());
+        cb();
+      },
+    });
     const svc = await createService(testConfig({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, LOG_LEVEL: 'info' }), { logStream });
     try {
       await svc.app.ready();

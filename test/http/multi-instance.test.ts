@@ -15,8 +15,14 @@ describe('two instances sharing PostgreSQL and Redis', () => {
   let drop: (() => Promise<void>) | undefined;
 
   before(async () => {
-    if (!(await postgresAvailable())) return void (skip = PG_SKIP);
-    if (!(await redisAvailable())) return void (skip = REDIS_SKIP);
+    if (!(await postgresAvailable())) {
+      skip = PG_SKIP;
+      return;
+    }
+    if (!(await redisAvailable())) {
+      skip = REDIS_SKIP;
+      return;
+    }
     idp = await startTestIdp();
     const tmp = await createTempPgDatabase();
     drop = tmp.drop;

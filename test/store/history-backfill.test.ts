@@ -13,7 +13,9 @@ import { createService } from '../../src/server.ts';
 import { testConfig } from '../helpers/env.ts';
 
 const tmp: string[] = [];
-after(() => tmp.forEach((d) => rmSync(d, { recursive: true, force: true })));
+after(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true });
+});
 
 /** Copies data/ and deletes every row dated after `day` from every time series. */
 function truncatedDataset(day: string): string {
