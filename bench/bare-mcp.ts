@@ -10,7 +10,10 @@ import { z } from 'zod';
 import { GetSignalsOutput } from '../src/mcp/tools/index.ts';
 import { handleMcpRequest } from '../src/mcp/http.ts';
 
-const result = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as { structuredContent: Record<string, unknown>; content: { type: 'text'; text: string }[] };
+const result = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as {
+  structuredContent: Record<string, unknown>;
+  content: { type: 'text'; text: string }[];
+};
 // The same shared JSON Schema validator as the service (a new Ajv per request would dominate).
 const validator = new AjvJsonSchemaValidator();
 const input = z.object({ asset: z.string().min(1).max(64).optional(), include_factors: z.boolean().default(false) });

@@ -52,11 +52,15 @@ function freePort(): Promise<number> {
 async function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; port: number }> {
   const port = await freePort();
   const argv = args.map((a) => (a === '0' ? String(port) : a));
-  const proc = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []), '--import', 'tsx', ...argv], {
-    cwd: ROOT_DIR,
-    env: { ...process.env, ...env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []), '--import', 'tsx', ...argv],
+    {
+      cwd: ROOT_DIR,
+      env: { ...process.env, ...env, PORT: String(port) },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   let exited = false;
   proc.on('exit', () => (exited = true));
   for (let i = 0; i < 600; i++) {
@@ -168,7 +172,11 @@ async function redisUp(): Promise<boolean> {
 const REST_RPS_CEILING = Number(process.env.BENCH_REST_RPS_CEILING ?? 40_000);
 const MCP_RPS_CEILING = Number(process.env.BENCH_MCP_RPS_CEILING ?? 4_000);
 
-const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+const MCP_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-06-18',
+};
 const MCP_CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_signals', arguments: {} } });
 
 function row(name: string, r: { rps: number; p99: number; non2xx: number }, base?: { rps: number; p99: number }) {
@@ -190,13 +198,21 @@ async function main() {
   const t3 = performance.now();
   await mem.close();
   const rows = res.reduce((s, r) => s + r.inserted, 0);
-  console.log(`backfill: load+compute ${(t2 - t1).toFixed(0)} ms, store ${rows} changes ${(t3 - t2).toFixed(0)} ms, total ${((t3 - t1) / 1000).toFixed(2)} s (target < 5 s; PGlite open+migrate ${(t1 - t0).toFixed(0)} ms not counted)`);
+  console.log(
+    `backfill: load+compute ${(t2 - t1).toFixed(0)} ms, store ${rows} changes ${(t3 - t2).toFixed(0)} ms, total ${((t3 - t1) / 1000).toFixed(2)} s (target < 5 s; PGlite open+migrate ${(t1 - t0).toFixed(0)} ms not counted)`,
+  );
 
   const work = mkdtempSync(path.join(tmpdir(), 'bench-'));
   const dir = path.join(work, 'pglite');
   const procs: ChildProcess[] = [];
   const serve = async (env: Record<string, string>) => {
-    const s = await start(['src/cli.ts', 'serve'], { PORT: '0', HOST: '127.0.0.1', PGLITE_DIR: dir, LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', ...env });
+    const s = await start(['src/cli.ts', 'serve'], {
+      PORT: '0',
+      HOST: '127.0.0.1',
+      PGLITE_DIR: dir,
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      ...env,
+    });
     procs.push(s.proc);
     return s;
   };
@@ -211,7 +227,9 @@ async function main() {
     let svc = await serve({});
     const signalsUrl = `http://127.0.0.1:${svc.port}/api/v1/signals`;
     const body = await (await fetch(signalsUrl)).text();
-    const mcpRes = (await (await fetch(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', headers: MCP_HEADERS, body: MCP_CALL })).json()) as { result: unknown };
+    const mcpRes = (await (
+      await fetch(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', headers: MCP_HEADERS, body: MCP_CALL })
+    ).json()) as { result: unknown };
     await stop(svc.proc);
     const bodyFile = path.join(work, 'signals.json');
     writeFileSync(bodyFile, body);
@@ -234,10 +252,16 @@ async function main() {
     await stop(bare.proc);
     const bareMcp = await start(['bench/bare-mcp.ts', mcpFile, '0']);
     procs.push(bareMcp.proc);
-    const baseMcp = await load(`http://127.0.0.1:${bareMcp.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS, keys: mcpKeys });
+    const baseMcp = await load(`http://127.0.0.1:${bareMcp.port}/mcp`, {
+      method: 'POST',
+      body: MCP_CALL,
+      headers: MCP_HEADERS,
+      keys: mcpKeys,
+    });
     await stop(bareMcp.proc);
     for (const r of [base, baseMcp]) {
-      if (r.rps * 1.05 > (r === base ? REST_RPS_CEILING : MCP_RPS_CEILING)) console.log('WARNING: baseline near the key-pool ceiling; raise REST_RPS_CEILING / MCP_RPS_CEILING');
+      if (r.rps * 1.05 > (r === base ? REST_RPS_CEILING : MCP_RPS_CEILING))
+        console.log('WARNING: baseline near the key-pool ceiling; raise REST_RPS_CEILING / MCP_RPS_CEILING');
     }
 
     row('bare Fastify route (same bytes)', base);

@@ -50,16 +50,20 @@ try {
   success.createKey = shorten(key);
   success.listKeys = await run(ops.listKeys, {});
   const thesis = (
-    await ops.createThesis.run(svc, user, ops.createThesis.input.parse({
-      asset: 'BTC',
-      direction: 'long',
-      title: 'BTC holds the 200-day average',
-      entry_price: 95000,
-      stop_price: 88000,
-      target_price: 120000,
-      horizon_days: 90,
-      conditions: [{ id: 'rsi-hot', metric: 'rsi_14', operator: 'gt', value: 75, kind: 'warning' }],
-    }))
+    await ops.createThesis.run(
+      svc,
+      user,
+      ops.createThesis.input.parse({
+        asset: 'BTC',
+        direction: 'long',
+        title: 'BTC holds the 200-day average',
+        entry_price: 95000,
+        stop_price: 88000,
+        target_price: 120000,
+        horizon_days: 90,
+        conditions: [{ id: 'rsi-hot', metric: 'rsi_14', operator: 'gt', value: 75, kind: 'warning' }],
+      }),
+    )
   ).value;
   success.createThesis = shorten(thesis);
   success.listTheses = await run(ops.listTheses, {});
@@ -86,13 +90,25 @@ try {
   let limited: Awaited<ReturnType<typeof call>> | undefined;
   for (let i = 0; i < 20 && limited?.status !== 429; i++) limited = await call('/api/v1/regime', {}, '10.9.1.1');
   keep(limited!);
-  errors.KEY_LIMIT_REACHED = { code: 'KEY_LIMIT_REACHED', message: 'You already have 5 active API keys; revoke one first', details: { max_active_keys: 5 } };
+  errors.KEY_LIMIT_REACHED = {
+    code: 'KEY_LIMIT_REACHED',
+    message: 'You already have 5 active API keys; revoke one first',
+    details: { max_active_keys: 5 },
+  };
   errors.INTERNAL_ERROR = { code: 'INTERNAL_ERROR', message: 'Internal server error' };
   errors.SERVICE_UNAVAILABLE = { code: 'SERVICE_UNAVAILABLE', message: DATABASE_DOWN_MESSAGE };
   const ok = await call('/api/v1/regime');
-  const meta = { timestamp: FIXED_TIME, version: 'v1', cached: false, request_id: '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77', as_of: svc.market.asOf };
+  const meta = {
+    timestamp: FIXED_TIME,
+    version: 'v1',
+    cached: false,
+    request_id: '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77',
+    as_of: svc.market.asOf,
+  };
   const headers = Object.fromEntries(
-    ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-service-tier', 'ratelimit-policy', 'ratelimit'].map((h) => [h, String(ok.headers[h])]).map(([h, v]) => [h, shorten(v)]),
+    ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-service-tier', 'ratelimit-policy', 'ratelimit']
+      .map((h) => [h, String(ok.headers[h])])
+      .map(([h, v]) => [h, shorten(v)]),
   );
   headers['retry-after'] = String(limited!.headers['retry-after']);
   headers['www-authenticate-missing'] = 'Bearer realm="api"';

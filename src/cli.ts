@@ -80,7 +80,10 @@ async function main(): Promise<void> {
     const core = await createCore(cfg, { logStream: process.stderr });
     try {
       await prepareCore(core);
-      await runStdio({ services: core, access: core.access, log: core.log, asOf: core.market.asOf, onClose: () => core.stop() }, process.env[STDIO_KEY_ENV] || undefined);
+      await runStdio(
+        { services: core, access: core.access, log: core.log, asOf: core.market.asOf, onClose: () => core.stop() },
+        process.env[STDIO_KEY_ENV] || undefined,
+      );
     } catch (err) {
       await core.stop().catch(() => {});
       throw err;
@@ -121,7 +124,13 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError || err instanceof DatabaseInUseError || err instanceof ServiceError || err instanceof RangeError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+  if (
+    err instanceof ConfigError ||
+    err instanceof DatabaseInUseError ||
+    err instanceof ServiceError ||
+    err instanceof RangeError ||
+    (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+  ) {
     process.stderr.write(`${(err as Error).message}\n`);
   } else {
     process.stderr.write(`Failed to start: ${(err as Error)?.stack ?? String(err)}\n`);

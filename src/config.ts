@@ -12,7 +12,12 @@ const isoDate = /^\d{4}-\d{2}-\d{2}$/;
  * service on the bundled dataset and the embedded PGlite database.
  */
 const EnvSchema = z.object({
-  PORT: z.coerce.number({ error: 'must be a port number 0..65535' }).int({ error: 'must be a port number 0..65535' }).min(0, { error: 'must be a port number 0..65535' }).max(65535, { error: 'must be a port number 0..65535' }).default(3000),
+  PORT: z.coerce
+    .number({ error: 'must be a port number 0..65535' })
+    .int({ error: 'must be a port number 0..65535' })
+    .min(0, { error: 'must be a port number 0..65535' })
+    .max(65535, { error: 'must be a port number 0..65535' })
+    .default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   /** PostgreSQL URL; when unset the embedded PGlite database in PGLITE_DIR is used. */
   DATABASE_URL: z
@@ -20,7 +25,10 @@ const EnvSchema = z.object({
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
   /** Folder of the embedded PGlite database (created at first start); `memory://` keeps it in memory. */
-  PGLITE_DIR: z.string().min(1).default(path.join(ROOT_DIR, '.data', 'pglite')),
+  PGLITE_DIR: z
+    .string()
+    .min(1)
+    .default(path.join(ROOT_DIR, '.data', 'pglite')),
   /** Folder of the market dataset (see data/SOURCES.md). */
   DATA_DIR: z.string().min(1).default(path.join(ROOT_DIR, 'data')),
   /** Serve the state as of this UTC day (YYYY-MM-DD); default: the newest date in the dataset. */
@@ -31,7 +39,10 @@ const EnvSchema = z.object({
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Redis URL for shared rate limits across instances; unset = per-instance memory limits. */
-  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+    .optional(),
   /**
    * Proxies whose X-Forwarded-For is trusted (comma-separated IPs or CIDRs, e.g.
    * `127.0.0.1,10.0.0.0/8`); unset = the socket address is the client.

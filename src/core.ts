@@ -50,7 +50,10 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
     {
       level,
       // No wildcard paths: they cost on every line.
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'], censor: '[redacted]' },
+      redact: {
+        paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'],
+        censor: '[redacted]',
+      },
     },
     (stream ?? process.stdout) as pino.DestinationStream,
   );
@@ -94,7 +97,9 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
     const history = new HistoryRepo(database.db);
     const market = await MarketService.create(new DatasetProvider(config.DATA_DIR), history, config.AS_OF);
     const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
-    usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) => log.error({ err: loggableError(e) }, 'usage flush failed; will retry'));
+    usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) =>
+      log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
+    );
     redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
     const limiter = new TierRateLimiter(redis);
     const keys = new KeyService(repos.keys, repos.users, usage, database.kind === 'pglite');
@@ -143,7 +148,11 @@ export async function prepareCore(core: Core): Promise<BackfillResult[]> {
   const t0 = performance.now();
   const result = await runBackfill(core.market, core.repos.history);
   core.log.info(
-    { ms: Math.round(performance.now() - t0), inserted: result.reduce((s, r) => s + r.inserted, 0), skipped: result.filter((r) => r.skipped).length },
+    {
+      ms: Math.round(performance.now() - t0),
+      inserted: result.reduce((s, r) => s + r.inserted, 0),
+      skipped: result.filter((r) => r.skipped).length,
+    },
     'signal history backfill',
   );
   core.market.warm();

@@ -43,7 +43,18 @@ export function assetNotFound(asked: string): ServiceError {
 }
 
 /** PostgreSQL error classes and client errors that mean the database is unreachable or gone. */
-const DB_DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '3D000', '53300']);
+const DB_DOWN_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '3D000',
+  '53300',
+]);
 
 /**
  * True when `err` (or its cause, e.g. a DrizzleQueryError around a pg error) says a
@@ -51,7 +62,11 @@ const DB_DOWN_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTF
  * answered 503 SERVICE_UNAVAILABLE, not 500.
  */
 export function isDependencyDown(err: unknown): boolean {
-  for (let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 4;
+    e = e.cause as typeof e, depth++
+  ) {
     const code = typeof e.code === 'string' ? e.code : '';
     if (DB_DOWN_CODES.has(code) || code.startsWith('08')) return true;
     const msg = typeof e.message === 'string' ? e.message : '';

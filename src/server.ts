@@ -33,7 +33,10 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
  * already done). Stopping closes the app, then the core.
  * @param opts.publicUrl the service's public origin (default PUBLIC_URL, else http://HOST:PORT).
  */
-export async function createService(config: Config, opts: { logStream?: NodeJS.WritableStream; publicUrl?: string } = {}): Promise<Service> {
+export async function createService(
+  config: Config,
+  opts: { logStream?: NodeJS.WritableStream; publicUrl?: string } = {},
+): Promise<Service> {
   // A missing AUTH_SECRET is a configuration error: reported before anything is opened.
   const secret = config.AUTH_ISSUER ? null : embeddedAuthSecret(config);
   const core = await createCore(config, { logStream: opts.logStream });
@@ -64,7 +67,12 @@ export async function createService(config: Config, opts: { logStream?: NodeJS.W
     );
     app = http;
     await http.register(async (scope) => {
-      await mcpRoutes(scope, { services: core, access: core.access, limiter: core.limiter, allowedHosts: mcpAllowedHosts(config, publicUrl) });
+      await mcpRoutes(scope, {
+        services: core,
+        access: core.access,
+        limiter: core.limiter,
+        allowedHosts: mcpAllowedHosts(config, publicUrl),
+      });
     });
     await prepareCore(core);
     return {

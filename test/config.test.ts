@@ -11,8 +11,19 @@ test('defaults run on the bundled dataset and embedded PGlite', () => {
 });
 
 test('a bad value names the variable', () => {
-  for (const [k, v] of [['PORT', 'abc'], ['PORT', '70000'], ['AS_OF', '2024-13-45'], ['AS_OF', 'yesterday'], ['DATABASE_URL', 'mysql://x'], ['LOG_LEVEL', 'loud']]) {
-    assert.throws(() => loadConfig({ [k!]: v }), (e: Error) => e instanceof ConfigError && e.message.includes(k!), `${k}=${v}`);
+  for (const [k, v] of [
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['AS_OF', '2024-13-45'],
+    ['AS_OF', 'yesterday'],
+    ['DATABASE_URL', 'mysql://x'],
+    ['LOG_LEVEL', 'loud'],
+  ]) {
+    assert.throws(
+      () => loadConfig({ [k!]: v }),
+      (e: Error) => e instanceof ConfigError && e.message.includes(k!),
+      `${k}=${v}`,
+    );
   }
 });
 

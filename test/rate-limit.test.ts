@@ -42,7 +42,9 @@ describe('TierRateLimiter with Redis going away and coming back', () => {
   const has = spawnSync('redis-server', ['--version']).status === 0;
 
   function startRedis(port: number): Promise<ChildProcess> {
-    const p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     procs.push(p);
     return new Promise((resolve) => setTimeout(() => resolve(p), 400));
   }

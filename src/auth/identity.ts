@@ -91,7 +91,13 @@ export interface EmbeddedIdentity {
  *   to verify the JWTs it issues.
  * @throws when the database cannot be read (e.g. the migrations did not run).
  */
-export async function createEmbeddedIdentity(opts: { db: Db; baseUrl: string; secret: string; audience: string; log: Logger }): Promise<EmbeddedIdentity> {
+export async function createEmbeddedIdentity(opts: {
+  db: Db;
+  baseUrl: string;
+  secret: string;
+  audience: string;
+  log: Logger;
+}): Promise<EmbeddedIdentity> {
   const baseUrl = opts.baseUrl.replace(/\/+$/, '');
   const origin = new URL(baseUrl).origin;
   const issuer = baseUrl;
@@ -178,7 +184,10 @@ async function retireUndecryptableKeys(db: Db, secret: Parameters<typeof symmetr
       await symmetricDecrypt({ key: secret, data: JSON.parse(row.privateKey) as string });
     } catch {
       await db.update(authJwks).set({ expiresAt: now }).where(eq(authJwks.id, row.id));
-      log.warn({ kid: row.id }, 'identity provider: a signing key cannot be decrypted with the current secret (AUTH_SECRET changed?); retired it, a new key will be created. Set AUTH_SECRET to keep keys and sessions across restarts.');
+      log.warn(
+        { kid: row.id },
+        'identity provider: a signing key cannot be decrypted with the current secret (AUTH_SECRET changed?); retired it, a new key will be created. Set AUTH_SECRET to keep keys and sessions across restarts.',
+      );
     }
   }
 }
@@ -215,4 +224,3 @@ export function localJwks(load: () => Promise<JSONWebKeySet>, opts: { maxAgeMs?:
     }
   };
 }
-

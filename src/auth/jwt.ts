@@ -19,7 +19,9 @@ export class IdentityProviderUnavailableError extends AuthError {
 /** Network failures and JWKS time-outs, as opposed to a token that fails verification. */
 function isUnreachable(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;
-  return code === 'ERR_JWKS_TIMEOUT' || (e instanceof TypeError && /fetch failed/i.test(e.message)) || (e as Error)?.name === 'TimeoutError';
+  return (
+    code === 'ERR_JWKS_TIMEOUT' || (e instanceof TypeError && /fetch failed/i.test(e.message)) || (e as Error)?.name === 'TimeoutError'
+  );
 }
 
 /**

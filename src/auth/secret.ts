@@ -13,7 +13,9 @@ export function embeddedAuthSecret(config: Config): string {
   if (config.DATABASE_URL) {
     // The JWT signing key and sessions are encrypted with the secret and stored in the shared
     // database: a secret generated per start would orphan them, and instances must agree.
-    throw new ConfigError('AUTH_SECRET: required (>= 32 characters) when DATABASE_URL is set and the embedded identity provider is used (AUTH_ISSUER unset)');
+    throw new ConfigError(
+      'AUTH_SECRET: required (>= 32 characters) when DATABASE_URL is set and the embedded identity provider is used (AUTH_ISSUER unset)',
+    );
   }
   if (config.PGLITE_DIR.startsWith('memory://')) return randomBytes(32).toString('base64url');
   const file = path.join(path.dirname(config.PGLITE_DIR), 'auth-secret');
@@ -23,4 +25,3 @@ export function embeddedAuthSecret(config: Config): string {
   writeFileSync(file, s, { mode: 0o600 });
   return s;
 }
-

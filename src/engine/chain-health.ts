@@ -65,9 +65,7 @@ export function healthScore(z: number, sensitivity: number): number {
   return round(50 + 50 * Math.tanh((sensitivity * z) / 2), 2);
 }
 
-type MetricEval =
-  | { ok: true; recent: number; z: number; as_of: string }
-  | { ok: false; reason: string };
+type MetricEval = { ok: true; recent: number; z: number; as_of: string } | { ok: false; reason: string };
 
 /** Precomputed per-metric state: rolling 7-day means per point and a memo of z per anchor point. */
 class MetricModel {
@@ -76,7 +74,10 @@ class MetricModel {
   readonly cnt7: number[];
   readonly memo = new Map<number, MetricEval>();
 
-  constructor(readonly metric: string, readonly pts: readonly MetricPoint[]) {
+  constructor(
+    readonly metric: string,
+    readonly pts: readonly MetricPoint[],
+  ) {
     assertAscending(pts, `metric ${metric}`);
     this.dn = pts.map((p, i) => {
       if (!Number.isFinite(p.value)) throw new RangeError(`metric ${metric}: value at index ${i} (${p.date}) is not finite`);
@@ -176,7 +177,11 @@ export function computeChainHealthSeries(input: {
       const last = pts[m.ptr]!.date;
       const age = dn - m.model.dn[m.ptr]!;
       if (age > CHAIN_STALENESS_DAYS) {
-        missing.push({ metric: m.metric, last_date: last, reason: `stale: newest value is ${age} days old (limit ${CHAIN_STALENESS_DAYS})` });
+        missing.push({
+          metric: m.metric,
+          last_date: last,
+          reason: `stale: newest value is ${age} days old (limit ${CHAIN_STALENESS_DAYS})`,
+        });
         continue;
       }
       const ev = m.model.evalAt(m.ptr);
@@ -205,7 +210,10 @@ export function computeChainHealthSeries(input: {
       });
       continue;
     }
-    const weights = normalizeWeights(avail.map((x) => x.weight), 4);
+    const weights = normalizeWeights(
+      avail.map((x) => x.weight),
+      4,
+    );
     const components: ChainHealthComponent[] = avail.map((x, i) => {
       const weight = weights[i]!;
       const z = round(x.z, 4);

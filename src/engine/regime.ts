@@ -98,11 +98,7 @@ const FUNDING_STATE_SCORE: Record<FundingState, number> = { negative: -1, neutra
  *   days) are null and excluded from the score.
  * @throws RangeError when an input is not strictly ascending by date or has a bad date.
  */
-export function computeRegimeSeries(input: {
-  btc: Candle[];
-  fearGreed: FearGreedPoint[];
-  funding: FundingPoint[];
-}): RegimeResult[] {
+export function computeRegimeSeries(input: { btc: Candle[]; fearGreed: FearGreedPoint[]; funding: FundingPoint[] }): RegimeResult[] {
   const { btc, fearGreed, funding } = input;
   assertAscending(btc, 'btc candles');
   assertAscending(fearGreed, 'fear & greed');

@@ -438,7 +438,8 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
       sma200: sma200[i] ?? null,
       rsi: rsi[i] ?? null,
       ret30: ret30[i] ?? null,
-      vol30: volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) * Math.sqrt(MOMENTUM_DAYS) : null,
+      vol30:
+        volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) * Math.sqrt(MOMENTUM_DAYS) : null,
       volN,
       fg: fg >= 0 ? fearGreed[fg]! : null,
       fgFresh: fg >= 0 && today - fgDn[fg]! <= SIGNAL_STALENESS_DAYS,
@@ -463,7 +464,13 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
     }
     let weights = weightMemo.get(mask);
     if (!weights) {
-      weights = names.length > 0 ? normalizeWeights(names.map((n) => SIGNAL_WEIGHTS[n]), 4) : [];
+      weights =
+        names.length > 0
+          ? normalizeWeights(
+              names.map((n) => SIGNAL_WEIGHTS[n]),
+              4,
+            )
+          : [];
       weightMemo.set(mask, weights);
     }
     const w = weights;

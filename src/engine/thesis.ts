@@ -150,7 +150,10 @@ function compare(op: ThesisOperator, a: number, b: number): boolean {
  *   unknown level name, or a number/string mismatch). Categorical metrics compare by their
  *   order (SIGNAL_ORDER, REGIME_ORDER).
  */
-export function evaluateCondition(c: ThesisCondition, snapshot: ThesisSnapshot): { holds: boolean; current: number | string } | { reason: string } {
+export function evaluateCondition(
+  c: ThesisCondition,
+  snapshot: ThesisSnapshot,
+): { holds: boolean; current: number | string } | { reason: string } {
   if (!(THESIS_METRICS as readonly string[]).includes(c.metric)) return { reason: `unknown metric '${c.metric}'` };
   if (!(THESIS_OPERATORS as readonly string[]).includes(c.operator)) return { reason: `unknown operator '${c.operator}'` };
   const current = snapshot[c.metric];
@@ -185,8 +188,10 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
   const unevaluable: UnevaluableCondition[] = [];
   for (const c of thesis.conditions) {
     const r = evaluateCondition(c, snapshot);
-    if ('reason' in r) unevaluable.push({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind, reason: r.reason });
-    else if (r.holds) triggered.push({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind, current_value: r.current });
+    if ('reason' in r)
+      unevaluable.push({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind, reason: r.reason });
+    else if (r.holds)
+      triggered.push({ id: c.id, metric: c.metric, operator: c.operator, value: c.value, kind: c.kind, current_value: r.current });
   }
 
   const price = snapshot.price_usd;
@@ -208,7 +213,11 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
     const validRange = target !== null && (dir === 1 ? target > stop : target < stop);
     if (validRange) {
       const pos = clamp((price - stop) / (target! - stop), 0, 1);
-      parts.push({ name: 'price_position', score: 100 * pos, detail: `price ${price} is ${round(pos * 100, 1)}% of the way from stop ${stop} to target ${target}` });
+      parts.push({
+        name: 'price_position',
+        score: 100 * pos,
+        detail: `price ${price} is ${round(pos * 100, 1)}% of the way from stop ${stop} to target ${target}`,
+      });
     } else {
       const distPct = ((price - stop) / price) * 100 * dir;
       parts.push({
@@ -221,7 +230,11 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
   const warnings = thesis.conditions.filter((c) => c.kind === 'warning');
   if (warnings.length > 0) {
     const n = triggered.filter((c) => c.kind === 'warning').length;
-    parts.push({ name: 'warnings', score: Math.max(0, 100 - WARNING_PENALTY * n), detail: `${n} of ${warnings.length} warning conditions hold` });
+    parts.push({
+      name: 'warnings',
+      score: Math.max(0, 100 - WARNING_PENALTY * n),
+      detail: `${n} of ${warnings.length} warning conditions hold`,
+    });
   }
 
   const wsum = parts.reduce((a, p) => a + THESIS_COMPONENT_WEIGHTS[p.name], 0);

@@ -12,7 +12,8 @@ const DAY_MS = 86_400_000;
  * @throws RangeError when `day` is not a valid `YYYY-MM-DD` date.
  */
 export function dayNumber(day: string): number {
-  if (day.length !== 10 || day.charCodeAt(4) !== 45 || day.charCodeAt(7) !== 45) throw new RangeError(`invalid day '${day}' (expected YYYY-MM-DD)`);
+  if (day.length !== 10 || day.charCodeAt(4) !== 45 || day.charCodeAt(7) !== 45)
+    throw new RangeError(`invalid day '${day}' (expected YYYY-MM-DD)`);
   const y0 = digits(day, 0, 4);
   const m = digits(day, 5, 7);
   const d = digits(day, 8, 10);

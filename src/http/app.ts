@@ -30,10 +30,18 @@ export interface HttpDeps {
 /** Fastify's trustProxy from TRUST_PROXY: a list of addresses/CIDRs, or false. */
 function trustProxy(v: string | undefined): string[] | false {
   if (!v) return false;
-  return v.split(',').map((s) => s.trim()).filter(Boolean);
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
-const LOCATION: Record<string, string> = { querystring: 'query parameter', params: 'path parameter', body: 'body field', headers: 'header' };
+const LOCATION: Record<string, string> = {
+  querystring: 'query parameter',
+  params: 'path parameter',
+  body: 'body field',
+  headers: 'header',
+};
 
 /**
  * Builds the Fastify app (not listening): /api/v1 routes with the envelope (one per
@@ -55,7 +63,11 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     frameworkErrors: (err, req, reply) => {
       const code = (err as { code?: string }).code;
       const message =
-        code === 'FST_ERR_BAD_URL' ? 'Malformed URL: invalid percent-encoding' : code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is too long (at most 100 characters)' : null;
+        code === 'FST_ERR_BAD_URL'
+          ? 'Malformed URL: invalid percent-encoding'
+          : code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? 'A path parameter is too long (at most 100 characters)'
+            : null;
       if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, asOf);
       req.log.error({ err }, 'framework error');
       return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
@@ -73,7 +85,14 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   // Access log: method, path (no query string, which could carry secrets), status, time, tier.
   app.addHook('onResponse', async (req, reply) => {
     req.log.info(
-      { method: req.method, path: req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, tier: req.caller?.tier, ip: req.ip },
+      {
+        method: req.method,
+        path: req.url.split('?')[0],
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        tier: req.caller?.tier,
+        ip: req.ip,
+      },
       'request completed',
     );
   });
@@ -86,7 +105,10 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     if (err.validation) {
       const where = LOCATION[err.validationContext ?? ''] ?? 'parameter';
       const first = err.validation[0];
-      const field = first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') || (first?.params as { missingProperty?: string } | undefined)?.missingProperty || '';
+      const field =
+        first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') ||
+        (first?.params as { missingProperty?: string } | undefined)?.missingProperty ||
+        '';
       const message = `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
@@ -123,8 +145,17 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       ],
       components: {
         securitySchemes: {
-          bearerApiKey: { type: 'http', scheme: 'bearer', description: 'API key `svc_live_...`; optional on public routes (tier unauthenticated without it)' },
-          bearerJwt: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'JWT of a signed-in user from the identity provider (sign in at /signin)' },
+          bearerApiKey: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'API key `svc_live_...`; optional on public routes (tier unauthenticated without it)',
+          },
+          bearerJwt: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description: 'JWT of a signed-in user from the identity provider (sign in at /signin)',
+          },
         },
       },
       security: [{ bearerApiKey: [] }, {}],

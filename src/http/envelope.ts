@@ -33,7 +33,10 @@ export const ErrorEnvelopeSchema = z.object({
   error: z.object({
     code: z.enum(ERROR_CODES).describe('Machine-readable error code (closed set)'),
     message: z.string().describe('What went wrong and what to do next'),
-    details: z.record(z.string(), z.unknown()).optional().describe('Structured context, e.g. the field, the required tiers, the rate-limit window'),
+    details: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('Structured context, e.g. the field, the required tiers, the rate-limit window'),
   }),
   meta: MetaSchema,
 });
@@ -46,7 +49,14 @@ function meta(req: FastifyRequest, cached: boolean, asOf: string | null): Meta {
  * Sends a success envelope around already-serialized `dataJson` (the payload is built by
  * string concatenation so memoized answers are not serialized again on every request).
  */
-export function sendOk(req: FastifyRequest, reply: FastifyReply, dataJson: string, cached: boolean, asOf: string | null, status = 200): FastifyReply {
+export function sendOk(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  dataJson: string,
+  cached: boolean,
+  asOf: string | null,
+  status = 200,
+): FastifyReply {
   const body = `{"status":"ok","data":${dataJson},"meta":${JSON.stringify(meta(req, cached, asOf))}}`;
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }

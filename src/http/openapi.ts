@@ -5,7 +5,14 @@ import { TIERS } from '../auth/tiers.ts';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Operation } from '../services/operation.ts';
 import { ChainId, RegimeLevel, SignalLevel, TierSchema } from '../services/schemas/common.ts';
-import { CreatedKeySchema, CreateKeyInput, KeyListSchema, KeyViewSchema, RevokedKeySchema, RevokeKeyInput } from '../services/schemas/keys.ts';
+import {
+  CreatedKeySchema,
+  CreateKeyInput,
+  KeyListSchema,
+  KeyViewSchema,
+  RevokedKeySchema,
+  RevokeKeyInput,
+} from '../services/schemas/keys.ts';
 import {
   AssetEntrySchema,
   AssetsDataSchema,
@@ -177,7 +184,8 @@ const HEADERS: Record<string, Json> = {
     example: Number(HEADER_EXAMPLES['retry-after']),
   },
   'WWW-Authenticate': {
-    description: 'Bearer challenge (RFC 6750): `Bearer realm="api"` without credentials, with `error="invalid_token"` and the reason otherwise',
+    description:
+      'Bearer challenge (RFC 6750): `Bearer realm="api"` without credentials, with `error="invalid_token"` and the reason otherwise',
     required: true,
     schema: { type: 'string' },
     example: 'Bearer realm="api", error="invalid_token", error_description="Malformed API key"',
@@ -185,13 +193,22 @@ const HEADERS: Record<string, Json> = {
 };
 
 /** The headers of every /api/v1 response: the request id and the rate-limit state. */
-const COMMON_HEADERS = ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Service-Tier', 'RateLimit-Policy', 'RateLimit'];
+const COMMON_HEADERS = [
+  'X-Request-Id',
+  'X-RateLimit-Limit',
+  'X-RateLimit-Remaining',
+  'X-RateLimit-Reset',
+  'X-Service-Tier',
+  'RateLimit-Policy',
+  'RateLimit',
+];
 
 /** One shared response per error status: its component name, description and extra headers. */
 const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; headers?: string[] }> = {
   INVALID_PARAMETER: {
     name: 'InvalidParameter',
-    description: 'INVALID_PARAMETER: a path parameter, query parameter or body field is invalid (or the body is not JSON); `error.details` names the location and the field',
+    description:
+      'INVALID_PARAMETER: a path parameter, query parameter or body field is invalid (or the body is not JSON); `error.details` names the location and the field',
   },
   UNAUTHORIZED: {
     name: 'Unauthorized',
@@ -201,7 +218,8 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   },
   TIER_REQUIRED: {
     name: 'TierRequired',
-    description: "TIER_REQUIRED: the caller's tier may not use this operation; `error.details` lists the required tiers and the caller's tier",
+    description:
+      "TIER_REQUIRED: the caller's tier may not use this operation; `error.details` lists the required tiers and the caller's tier",
   },
   NOT_FOUND: {
     name: 'NotFound',
@@ -213,7 +231,8 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   },
   RATE_LIMITED: {
     name: 'RateLimited',
-    description: "RATE_LIMITED: the tier's per-minute or per-day quota is used up; retry after `Retry-After` seconds (`error.details` has the window, the limit and the reset time)",
+    description:
+      "RATE_LIMITED: the tier's per-minute or per-day quota is used up; retry after `Retry-After` seconds (`error.details` has the window, the limit and the reset time)",
     headers: ['Retry-After'],
   },
   INTERNAL_ERROR: {
@@ -222,7 +241,8 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   },
   SERVICE_UNAVAILABLE: {
     name: 'ServiceUnavailable',
-    description: 'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable; retry shortly',
+    description:
+      'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable; retry shortly',
   },
 };
 
@@ -301,7 +321,8 @@ export function finishDocument(doc: Json, operations: readonly Operation[]): Jso
           response.description = `${status === '201' ? 'Created' : 'OK'}: ${known.summary[0]!.toLowerCase()}${known.summary.slice(1)}, in the envelope \`{status: "ok", data, meta}\``;
           response.headers = headerRefs(COMMON_HEADERS);
           const media = response.content?.['application/json'];
-          if (media && SUCCESS_EXAMPLES[known.name] !== undefined) media.example = { status: 'ok', data: SUCCESS_EXAMPLES[known.name], meta: EXAMPLE_META };
+          if (media && SUCCESS_EXAMPLES[known.name] !== undefined)
+            media.example = { status: 'ok', data: SUCCESS_EXAMPLES[known.name], meta: EXAMPLE_META };
         }
       }
     }

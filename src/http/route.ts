@@ -77,7 +77,11 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: s
       response,
     },
     handler: async (req: FastifyRequest, reply) => {
-      const input = toInput({ params: (req.params ?? {}) as Record<string, unknown>, query: (req.query ?? {}) as Record<string, unknown>, body: req.body });
+      const input = toInput({
+        params: (req.params ?? {}) as Record<string, unknown>,
+        query: (req.query ?? {}) as Record<string, unknown>,
+        body: req.body,
+      });
       const out = await op.run(services, req.caller, input as never);
       return sendOk(req, reply, out.json, out.cached, asOf, status);
     },

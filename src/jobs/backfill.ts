@@ -37,7 +37,14 @@ export async function runBackfill(market: MarketService, history: HistoryRepo): 
   }
   await history.saveSnapshots(
     market.asOf,
-    market.signals(true).value.signals.map((s) => ({ asset: s.asset, signal: s.signal, score: s.score, confidence: s.confidence, price_usd: s.price_usd, payload: s })),
+    market.signals(true).value.signals.map((s) => ({
+      asset: s.asset,
+      signal: s.signal,
+      score: s.score,
+      confidence: s.confidence,
+      price_usd: s.price_usd,
+      payload: s,
+    })),
   );
   return out;
 }

@@ -41,7 +41,10 @@ export function hostName(v: string): string | null {
 }
 
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
-  return reply.code(status).type('application/json').send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+  return reply
+    .code(status)
+    .type('application/json')
+    .send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
 }
 
 function webHeaders(h: IncomingHttpHeaders): Headers {
@@ -60,11 +63,19 @@ function webHeaders(h: IncomingHttpHeaders): Headers {
  * Request (the body already parsed by Fastify), lets the SDK's transport handle it, and
  * copies the Response back.
  */
-export async function handleMcpRequest(server: Server, req: FastifyRequest, reply: FastifyReply, extraHeaders: () => Promise<Record<string, string>>): Promise<FastifyReply> {
+export async function handleMcpRequest(
+  server: Server,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  extraHeaders: () => Promise<Record<string, string>>,
+): Promise<FastifyReply> {
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {
-    const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, { method: req.method, headers: webHeaders(req.headers) });
+    const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, {
+      method: req.method,
+      headers: webHeaders(req.headers),
+    });
     const res = await transport.handleRequest(request, { parsedBody: req.body });
     const body = await res.text();
     res.headers.forEach((v, k) => {
@@ -104,7 +115,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   app.addHook('onRequest', async (req, reply) => {
     const host = req.headers.host;
     const h = host ? hostName(host) : null;
-    if (!h || !allowed.has(h)) return rpcError(reply, 403, -32000, `Host '${host ?? ''}' is not allowed (DNS-rebinding protection); set MCP_ALLOWED_HOSTS`);
+    if (!h || !allowed.has(h))
+      return rpcError(reply, 403, -32000, `Host '${host ?? ''}' is not allowed (DNS-rebinding protection); set MCP_ALLOWED_HOSTS`);
     const origin = req.headers.origin;
     if (origin !== undefined && origin !== 'null') {
       const o = hostName(origin);
@@ -114,7 +126,12 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     }
     const q = req.query as Record<string, unknown> | undefined;
     if (q && Object.keys(q).some((k) => TOKEN_PARAMS.includes(k.toLowerCase()))) {
-      return rpcError(reply, 400, -32600, 'Credentials in the query string are not accepted; send the API key as Authorization: Bearer <key>');
+      return rpcError(
+        reply,
+        400,
+        -32600,
+        'Credentials in the query string are not accepted; send the API key as Authorization: Bearer <key>',
+      );
     }
   });
   const control = deps.limiter.budget('mcp-control', MCP_CONTROL_REQUESTS_PER_MINUTE, 60);
@@ -132,7 +149,12 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       if (!b.allowed) {
         reply.header('Retry-After', String(b.retryAfterSec));
         reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
-        return rpcError(reply, 429, -32000, `Too many MCP requests other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute`);
+        return rpcError(
+          reply,
+          429,
+          -32000,
+          `Too many MCP requests other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute`,
+        );
       }
     }
     let decision: LimitDecision | undefined;

@@ -37,7 +37,10 @@ export function createMcpServer(ctx: ToolContext): Server {
   server.setRequestHandler(ListToolsRequestSchema, () => LIST);
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const tool = BY_NAME.get(request.params.name);
-    if (!tool) return failure(new ServiceError('NOT_FOUND', `Tool ${request.params.name} not found; the tools are ${[...BY_NAME.keys()].join(', ')}`));
+    if (!tool)
+      return failure(
+        new ServiceError('NOT_FOUND', `Tool ${request.params.name} not found; the tools are ${[...BY_NAME.keys()].join(', ')}`),
+      );
     return runTool(ctx, tool, request.params.arguments);
   });
   return server;

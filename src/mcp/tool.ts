@@ -6,7 +6,14 @@ import type { Access, Caller } from '../services/access.ts';
 import type { Operation, Services } from '../services/operation.ts';
 
 /** The names of the six MCP tools (README, "MCP"). */
-export const TOOL_NAMES = ['get_signals', 'get_market_regime', 'get_chain_health', 'get_thesis_health', 'get_assets', 'get_signal_history'] as const;
+export const TOOL_NAMES = [
+  'get_signals',
+  'get_market_regime',
+  'get_chain_health',
+  'get_thesis_health',
+  'get_assets',
+  'get_signal_history',
+] as const;
 /** One of the six tool names. */
 export type ToolName = (typeof TOOL_NAMES)[number];
 
@@ -57,7 +64,9 @@ export interface ToolError {
 
 /** An `isError` result whose text is `{"error": {code, message, details?}}` with the REST code. */
 export function failure(err: ServiceError): CallToolResult {
-  const body: ToolError = { error: err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message } };
+  const body: ToolError = {
+    error: err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message },
+  };
   return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
 }
 
@@ -83,7 +92,11 @@ export interface ToolContext {
 function invalidArguments(err: z.ZodError): ServiceError {
   const first = err.issues[0];
   const field = first?.path.join('.') ?? '';
-  return new ServiceError('INVALID_PARAMETER', `Invalid argument${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`, field ? { field } : undefined);
+  return new ServiceError(
+    'INVALID_PARAMETER',
+    `Invalid argument${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`,
+    field ? { field } : undefined,
+  );
 }
 
 /**

@@ -49,7 +49,10 @@ export class TierRateLimiter {
   readonly #pairs = new Map<Tier, Pair>();
   readonly #extra = new Map<string, RateLimiterAbstract>();
 
-  constructor(private readonly redis: Redis | null, private readonly prefix = 'rl') {
+  constructor(
+    private readonly redis: Redis | null,
+    private readonly prefix = 'rl',
+  ) {
     for (const [tier, lim] of Object.entries(TIER_LIMITS) as [Tier, (typeof TIER_LIMITS)[Tier]][]) {
       this.#pairs.set(tier, {
         minute: this.#make(`${tier}:m`, lim.minute, 60),
@@ -114,20 +117,41 @@ export class TierRateLimiter {
     };
   }
 
-  #decision(tier: Tier, now: Date, minute: RateLimiterRes | null, day: RateLimiterRes | null, exceeded?: LimitDecision['exceeded']): LimitDecision {
+  #decision(
+    tier: Tier,
+    now: Date,
+    minute: RateLimiterRes | null,
+    day: RateLimiterRes | null,
+    exceeded?: LimitDecision['exceeded'],
+  ): LimitDecision {
     const lim = TIER_LIMITS[tier];
     const minuteUsed = minute ? Math.min(minute.consumedPoints, lim.minute) : 0;
     const minuteReset = Math.ceil((minute?.msBeforeNext ?? 60_000) / 1000);
-    const windows: LimitDecision['windows'] = [{ window: 'minute', limit: lim.minute, remaining: Math.max(0, lim.minute - minuteUsed), resetSec: minuteReset }];
+    const windows: LimitDecision['windows'] = [
+      { window: 'minute', limit: lim.minute, remaining: Math.max(0, lim.minute - minuteUsed), resetSec: minuteReset },
+    ];
     const midnight = nextUtcMidnight(now);
     if (lim.day !== null) {
       const dayUsed = day ? Math.min(day.consumedPoints, lim.day) : 0;
-      windows.push({ window: 'day', limit: lim.day, remaining: Math.max(0, lim.day - dayUsed), resetSec: Math.ceil((midnight.getTime() - now.getTime()) / 1000) });
+      windows.push({
+        window: 'day',
+        limit: lim.day,
+        remaining: Math.max(0, lim.day - dayUsed),
+        resetSec: Math.ceil((midnight.getTime() - now.getTime()) / 1000),
+      });
       const d = windows[1]!;
       return { allowed: !exceeded, tier, limit: lim.day, remaining: d.remaining, reset: midnight, exceeded, windows };
     }
     const m = windows[0]!;
-    return { allowed: !exceeded, tier, limit: lim.minute, remaining: m.remaining, reset: new Date(now.getTime() + m.resetSec * 1000), exceeded, windows };
+    return {
+      allowed: !exceeded,
+      tier,
+      limit: lim.minute,
+      remaining: m.remaining,
+      reset: new Date(now.getTime() + m.resetSec * 1000),
+      exceeded,
+      windows,
+    };
   }
 
   /**
@@ -145,7 +169,12 @@ export class TierRateLimiter {
       await pair.minute.reward(subject).catch(() => {});
       const day = pair.day ? await pair.day.get(dayKey) : null;
       const reset = new Date(now.getTime() + e.msBeforeNext);
-      return this.#decision(tier, now, e, day, { window: 'minute', limit: TIER_LIMITS[tier].minute, reset, retryAfterSec: Math.max(1, Math.ceil(e.msBeforeNext / 1000)) });
+      return this.#decision(tier, now, e, day, {
+        window: 'minute',
+        limit: TIER_LIMITS[tier].minute,
+        reset,
+        retryAfterSec: Math.max(1, Math.ceil(e.msBeforeNext / 1000)),
+      });
     }
     if (!pair.day) return this.#decision(tier, now, minute, null);
     try {
@@ -156,7 +185,12 @@ export class TierRateLimiter {
       await Promise.all([pair.day.reward(dayKey).catch(() => {}), pair.minute.reward(subject).catch(() => {})]);
       const reset = nextUtcMidnight(now);
       const m = await pair.minute.get(subject);
-      return this.#decision(tier, now, m, e, { window: 'day', limit: TIER_LIMITS[tier].day!, reset, retryAfterSec: Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000)) });
+      return this.#decision(tier, now, m, e, {
+        window: 'day',
+        limit: TIER_LIMITS[tier].day!,
+        reset,
+        retryAfterSec: Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000)),
+      });
     }
   }
 

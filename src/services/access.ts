@@ -155,7 +155,8 @@ export class Access {
 
   async #identify(header: string | undefined, policy: Policy, address: string): Promise<Caller> {
     if (header === undefined || header === '') {
-      if (policy.name === 'api-key' || policy.name === 'api-key-or-user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
+      if (policy.name === 'api-key' || policy.name === 'api-key-or-user')
+        throw new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
       if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
       return anonymousCaller(`ip:${address}`);
     }
@@ -207,7 +208,13 @@ export class Access {
   }
 
   #tooManyFailures(retryAfterSec: number): ServiceError {
-    return rateLimited(MESSAGES.tooManyFailures, 'minute', AUTH_FAILURES_PER_MINUTE, new Date(Date.now() + retryAfterSec * 1000), retryAfterSec);
+    return rateLimited(
+      MESSAGES.tooManyFailures,
+      'minute',
+      AUTH_FAILURES_PER_MINUTE,
+      new Date(Date.now() + retryAfterSec * 1000),
+      retryAfterSec,
+    );
   }
 
   /**
@@ -220,9 +227,13 @@ export class Access {
     if (caller.kind === 'anonymous' && (policy.name === 'api-key' || policy.name === 'api-key-or-user')) {
       return new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
     }
-    if (caller.kind !== 'jwt' && policy.name === 'user') return new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
+    if (caller.kind !== 'jwt' && policy.name === 'user')
+      return new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
     if (policy.tiers && !policy.tiers.includes(caller.tier)) {
-      return new ServiceError('TIER_REQUIRED', MESSAGES.tierRequired(policy.tiers, caller.tier), { required_tiers: policy.tiers, tier: caller.tier });
+      return new ServiceError('TIER_REQUIRED', MESSAGES.tierRequired(policy.tiers, caller.tier), {
+        required_tiers: policy.tiers,
+        tier: caller.tier,
+      });
     }
     return null;
   }
@@ -260,7 +271,10 @@ export class Access {
     const d = await this.#deps.limiter.consume(caller.subject, caller.tier);
     if (!d.allowed) {
       const x = d.exceeded!;
-      return { limits: d, error: rateLimited(MESSAGES.rateLimited(x.limit, x.window, caller.tier), x.window, x.limit, x.reset, x.retryAfterSec) };
+      return {
+        limits: d,
+        error: rateLimited(MESSAGES.rateLimited(x.limit, x.window, caller.tier), x.window, x.limit, x.reset, x.retryAfterSec),
+      };
     }
     if (caller.kind === 'key') this.#deps.usage.record(caller.keyId);
     return { limits: d, error: null };
@@ -272,5 +286,7 @@ export class Access {
  * carried no credentials, `invalid_token` with the reason otherwise.
  */
 export function bearerChallenge(err: ServiceError): string {
-  return err.details?.reason === 'missing' ? 'Bearer realm="api"' : `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`;
+  return err.details?.reason === 'missing'
+    ? 'Bearer realm="api"'
+    : `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`;
 }

@@ -73,7 +73,9 @@ export class KeyService {
     const k = generateKey();
     const row = await this.keys.createKey(user.userId, name ?? 'default', k.prefix, k.hash, MAX_ACTIVE_KEYS);
     if (!row) {
-      throw new ServiceError('KEY_LIMIT_REACHED', `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first`, { max_active_keys: MAX_ACTIVE_KEYS });
+      throw new ServiceError('KEY_LIMIT_REACHED', `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first`, {
+        max_active_keys: MAX_ACTIVE_KEYS,
+      });
     }
     return { id: row.id, key: k.key, prefix: row.prefix, name: row.name, tier: u.tier, created_at: iso(row.createdAt)! };
   }
@@ -81,7 +83,11 @@ export class KeyService {
   #view(r: KeyRow, tier: Tier, today: string): KeyView {
     const p = this.usage.pending(r.id, today);
     const storedToday = r.usageDay === today ? r.requestsDay : 0;
-    const last = [iso(r.lastUsedAt), p.lastUsedAt].filter((x): x is string => x !== null).sort().at(-1) ?? null;
+    const last =
+      [iso(r.lastUsedAt), p.lastUsedAt]
+        .filter((x): x is string => x !== null)
+        .sort()
+        .at(-1) ?? null;
     return {
       id: r.id,
       prefix: r.prefix,
@@ -129,7 +135,10 @@ export class KeyService {
    */
   async authenticate(key: string): Promise<KeyCaller> {
     const bad = keyFormatError(key);
-    if (bad) throw new ServiceError('UNAUTHORIZED', bad === 'malformed' ? 'Malformed API key' : 'Invalid API key (checksum mismatch)', { reason: bad });
+    if (bad)
+      throw new ServiceError('UNAUTHORIZED', bad === 'malformed' ? 'Malformed API key' : 'Invalid API key (checksum mismatch)', {
+        reason: bad,
+      });
     const hash = hashKey(key);
     const now = Date.now();
     const hit = this.cache ? this.#cache.get(hash) : undefined;

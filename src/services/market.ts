@@ -9,19 +9,10 @@ import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
 import { fresh, type Served } from './served.ts';
-import type {
-  AssetsData,
-  ChainHealthData,
-  ChainMetricsData,
-  HistoryData,
-  RegimeData,
-  SignalEntry,
-  SignalsData,
-} from './schemas/market.ts';
+import type { AssetsData, ChainHealthData, ChainMetricsData, HistoryData, RegimeData, SignalEntry, SignalsData } from './schemas/market.ts';
 
 /** A payload with its JSON text, and whether it came from the cache (filled before this call). */
 export type Cached<T> = Served<T>;
-
 
 /** Index of the candle dated `date` searching backwards from `from`, or -1. */
 function findDay(candles: Candle[], from: number, date: string): number {

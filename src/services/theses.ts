@@ -56,8 +56,19 @@ export class ThesisService {
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
-    if (!a) throw new ServiceError('INVALID_PARAMETER', `Invalid body field 'asset': asset '${input.asset}' is not supported (see GET /api/v1/assets)`, { field: 'asset' });
-    const conditions: ThesisCondition[] = input.conditions.map((c) => ({ id: c.id ?? randomUUID(), metric: c.metric, operator: c.operator, value: c.value, kind: c.kind }));
+    if (!a)
+      throw new ServiceError(
+        'INVALID_PARAMETER',
+        `Invalid body field 'asset': asset '${input.asset}' is not supported (see GET /api/v1/assets)`,
+        { field: 'asset' },
+      );
+    const conditions: ThesisCondition[] = input.conditions.map((c) => ({
+      id: c.id ?? randomUUID(),
+      metric: c.metric,
+      operator: c.operator,
+      value: c.value,
+      kind: c.kind,
+    }));
     await this.users.ensureUser(userId, email);
     const row = await this.repo.createThesis({
       userId,
@@ -139,7 +150,16 @@ export class ThesisService {
   async health(userId: string, id: string): Promise<ThesisHealthData> {
     const t = await this.get(userId, id);
     const { snapshot, as_of } = this.snapshot(t.asset);
-    const h = evaluateThesis({ direction: t.direction, entry_price: t.entry_price, target_price: t.target_price, stop_price: t.stop_price, conditions: t.conditions }, snapshot);
+    const h = evaluateThesis(
+      {
+        direction: t.direction,
+        entry_price: t.entry_price,
+        target_price: t.target_price,
+        stop_price: t.stop_price,
+        conditions: t.conditions,
+      },
+      snapshot,
+    );
     return {
       thesis_id: t.id,
       asset: t.asset,

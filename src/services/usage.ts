@@ -24,7 +24,11 @@ export class UsageTracker {
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
 
-  constructor(private readonly repo: UsageSink, private readonly intervalMs = 5000, private readonly onError: (e: unknown) => void = () => {}) {}
+  constructor(
+    private readonly repo: UsageSink,
+    private readonly intervalMs = 5000,
+    private readonly onError: (e: unknown) => void = () => {},
+  ) {}
 
   /** Starts the periodic flush. */
   start(): void {
@@ -64,7 +68,11 @@ export class UsageTracker {
       const batch = [...this.#pending.values()];
       this.#pending = new Map();
       try {
-        await this.repo.addUsage(batch.map((d): UsageDelta => ({ keyId: d.keyId, requests: d.requests, day: d.day, lastUsedAt: new Date(d.lastUsedMs).toISOString() })));
+        await this.repo.addUsage(
+          batch.map(
+            (d): UsageDelta => ({ keyId: d.keyId, requests: d.requests, day: d.day, lastUsedAt: new Date(d.lastUsedMs).toISOString() }),
+          ),
+        );
       } catch (e) {
         // Put the counts back so nothing is lost; they go out with the next flush.
         for (const d of batch) {

@@ -90,7 +90,17 @@ export class HistoryRepo {
     if (snaps.length === 0) return;
     await this.db
       .insert(signalSnapshots)
-      .values(snaps.map((s) => ({ asset: s.asset, asOf, signal: s.signal, score: s.score, confidence: s.confidence, priceUsd: s.price_usd, payload: s.payload })))
+      .values(
+        snaps.map((s) => ({
+          asset: s.asset,
+          asOf,
+          signal: s.signal,
+          score: s.score,
+          confidence: s.confidence,
+          priceUsd: s.price_usd,
+          payload: s.payload,
+        })),
+      )
       .onConflictDoUpdate({
         target: [signalSnapshots.asset, signalSnapshots.asOf],
         set: {

@@ -82,7 +82,10 @@ export class KeyRepo {
       .where(and(eq(apiKeys.id, keyId), eq(apiKeys.userId, userId), eq(apiKeys.status, 'active')))
       .returning(keyColumns);
     if (updated[0]) return updated[0];
-    const rows = await this.db.select(keyColumns).from(apiKeys).where(and(eq(apiKeys.id, keyId), eq(apiKeys.userId, userId)));
+    const rows = await this.db
+      .select(keyColumns)
+      .from(apiKeys)
+      .where(and(eq(apiKeys.id, keyId), eq(apiKeys.userId, userId)));
     return rows[0] ?? null;
   }
 

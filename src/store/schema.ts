@@ -1,5 +1,19 @@
 import { sql } from 'drizzle-orm';
-import { bigint, bigserial, date, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  bigserial,
+  date,
+  doublePrecision,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 import { PLAN_TIERS } from '../auth/tiers.ts';
 import { THESIS_DIRECTIONS, type ThesisCondition } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS, type Factor } from '../engine/types.ts';
@@ -80,7 +94,9 @@ export const apiKeys = pgTable(
   'api_keys',
   {
     id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
-    userId: text('user_id').notNull().references(() => appUsers.id),
+    userId: text('user_id')
+      .notNull()
+      .references(() => appUsers.id),
     name: text('name').notNull(),
     prefix: text('prefix').notNull(),
     keyHash: text('key_hash').notNull(),
@@ -100,7 +116,9 @@ export const theses = pgTable(
   'theses',
   {
     id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
-    userId: text('user_id').notNull().references(() => appUsers.id),
+    userId: text('user_id')
+      .notNull()
+      .references(() => appUsers.id),
     asset: text('asset').notNull(),
     direction: text('direction', { enum: THESIS_DIRECTIONS }).notNull(),
     title: text('title').notNull(),

@@ -25,13 +25,19 @@ export class ThesisRepo {
 
   /** The owner's thesis, or null (also when it belongs to someone else). */
   async getThesis(userId: string, id: string): Promise<ThesisRow | null> {
-    const rows = await this.db.select().from(theses).where(and(eq(theses.id, id), eq(theses.userId, userId)));
+    const rows = await this.db
+      .select()
+      .from(theses)
+      .where(and(eq(theses.id, id), eq(theses.userId, userId)));
     return rows[0] ?? null;
   }
 
   /** Deletes the owner's thesis. @returns false when the owner has no such thesis. */
   async deleteThesis(userId: string, id: string): Promise<boolean> {
-    const rows = await this.db.delete(theses).where(and(eq(theses.id, id), eq(theses.userId, userId))).returning({ id: theses.id });
+    const rows = await this.db
+      .delete(theses)
+      .where(and(eq(theses.id, id), eq(theses.userId, userId)))
+      .returning({ id: theses.id });
     return rows.length > 0;
   }
 }

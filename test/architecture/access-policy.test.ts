@@ -79,7 +79,15 @@ async function viaMcp(op: Operation, header: string | undefined, ip: string): Pr
   if (!auth.ok) return outcome(auth.error.status);
   // A tool over exactly this operation (the six real tools are such adapters; the equality of
   // their answers with REST is shown in test/mcp/mcp-http.test.ts).
-  const tool: ToolDefinition = { name: 'get_assets', title: op.name, description: op.name, input: z.object({}).passthrough(), output: z.object({}), route: () => ({ op, input: restCall(op).input }), summary: () => op.name };
+  const tool: ToolDefinition = {
+    name: 'get_assets',
+    title: op.name,
+    description: op.name,
+    input: z.object({}).passthrough(),
+    output: z.object({}),
+    route: () => ({ op, input: restCall(op).input }),
+    summary: () => op.name,
+  };
   const r: CallToolResult = await runTool({ services: svc, access: svc.access, caller: auth.caller }, tool, {});
   if (!r.isError) return 'allowed';
   const code = JSON.parse((r.content[0] as { text: string }).text).error.code as ErrorCode;
@@ -88,7 +96,12 @@ async function viaMcp(op: Operation, header: string | undefined, ip: string): Pr
 
 async function newKey(sub: string, tier?: 'pro' | 'api'): Promise<string> {
   const jwt = await idp.token(sub, { email: `${sub}@example.com` });
-  const r = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
+  const r = await svc.app.inject({
+    method: 'POST',
+    url: '/api/v1/keys/create',
+    headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+    payload: '{}',
+  });
   assert.equal(r.statusCode, 201, r.body);
   if (tier) await svc.keys.setTier(`${sub}@example.com`, tier);
   return r.json().data.key;
@@ -160,7 +173,8 @@ test('a caller over its quota gets 429 through both, for every operation it may 
   const anonIp = nextIp();
   for (let i = 0; i < 5; i++) assert.equal(await viaRest(OPERATIONS.find((o) => o.name === 'listAssets')!, undefined, anonIp), 'allowed');
   for (const op of OPERATIONS) {
-    const expected: Outcome = op.policy.name === 'user' || (op.policy.tiers && !op.policy.tiers.includes('free')) ? (op.policy.name === 'user' ? 401 : 403) : 429;
+    const expected: Outcome =
+      op.policy.name === 'user' || (op.policy.tiers && !op.policy.tiers.includes('free')) ? (op.policy.name === 'user' ? 401 : 403) : 429;
     assert.equal(await viaRest(op, header, ip), expected, `REST ${op.name}`);
     assert.equal(await viaMcp(op, header, ip), expected, `MCP ${op.name}`);
     const anonExpected: Outcome = op.policy.name === 'public' ? 429 : 401;

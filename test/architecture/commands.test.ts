@@ -61,7 +61,10 @@ test('users set-tier runs without loading Fastify, the identity provider or the 
   const db = await openDatabase({ pgliteDir });
   await new UserRepo(db.db).ensureUser('user-1', 'dora@example.com');
   await db.close();
-  const r = await cli(['users', 'set-tier', 'dora@example.com', 'pro'], { PGLITE_DIR: pgliteDir, FORBID_MODULES: [...HTTP_STACK, '@modelcontextprotocol/sdk'].join(',') });
+  const r = await cli(['users', 'set-tier', 'dora@example.com', 'pro'], {
+    PGLITE_DIR: pgliteDir,
+    FORBID_MODULES: [...HTTP_STACK, '@modelcontextprotocol/sdk'].join(','),
+  });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /dora@example\.com: tier set to pro/);
   const again = await openDatabase({ pgliteDir });

@@ -34,18 +34,31 @@ async function freePort(): Promise<number> {
  * last test).
  */
 async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', origin: base, ...headers }, body: JSON.stringify(body) });
+  return fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', origin: base, ...headers },
+    body: JSON.stringify(body),
+  });
 }
 
 /** A request as curl makes it (node:http: no Origin, no Sec-Fetch-* headers). */
-function curl(method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function curl(
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${base}${path}`, { method, headers: body ? { 'content-type': 'application/json', ...headers } : headers }, (res) => {
-      let data = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: data }));
-    });
+    const req = http.request(
+      `${base}${path}`,
+      { method, headers: body ? { 'content-type': 'application/json', ...headers } : headers },
+      (res) => {
+        let data = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (data += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: data }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -221,7 +234,11 @@ test('sign-out ends the session: no more JWTs from it', async () => {
 });
 
 test('a cookie-carrying POST from a foreign origin is refused (CSRF)', async () => {
-  const res = await post('/auth/sign-in/email', { email: EMAIL, password: PASSWORD }, { cookie: sessionCookie, origin: 'http://evil.example' });
+  const res = await post(
+    '/auth/sign-in/email',
+    { email: EMAIL, password: PASSWORD },
+    { cookie: sessionCookie, origin: 'http://evil.example' },
+  );
   assert.equal(res.status, 403);
 });
 
@@ -274,7 +291,13 @@ test('a changed secret retires the undecryptable signing key: new tokens get a n
     const start = async (secret: string) => {
       const app = Fastify();
       apps.push(app);
-      const idp = await createEmbeddedIdentity({ db: database.db, baseUrl: issuer, secret, audience: AUDIENCE, log: createLogger('silent') });
+      const idp = await createEmbeddedIdentity({
+        db: database.db,
+        baseUrl: issuer,
+        secret,
+        audience: AUDIENCE,
+        log: createLogger('silent'),
+      });
       await identityRoutes(app, idp);
       await app.ready();
       return { app, idp };
@@ -282,7 +305,12 @@ test('a changed secret retires the undecryptable signing key: new tokens get a n
     const tokenFor = async (app: (typeof apps)[number], path: string, body: unknown): Promise<string> => {
       const signed = await app.inject({ method: 'POST', url: path, payload: body as object, remoteAddress: '10.9.8.7' });
       assert.equal(signed.statusCode, 200, signed.body);
-      const res = await app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${(signed.json() as { token: string }).token}` }, remoteAddress: '10.9.8.7' });
+      const res = await app.inject({
+        method: 'GET',
+        url: '/auth/token',
+        headers: { authorization: `Bearer ${(signed.json() as { token: string }).token}` },
+        remoteAddress: '10.9.8.7',
+      });
       assert.equal(res.statusCode, 200, res.body);
       return (res.json() as { token: string }).token;
     };
@@ -314,15 +342,34 @@ test('on PostgreSQL: sign up, JWT, key, and the password hash at rest', async (t
     const app = pgSvc.app;
     const email = 'dave@example.com';
     const password = 'dave password 123';
-    const up = await app.inject({ method: 'POST', url: '/auth/sign-up/email', payload: { name: 'Dave', email, password }, remoteAddress: '10.1.2.3' });
+    const up = await app.inject({
+      method: 'POST',
+      url: '/auth/sign-up/email',
+      payload: { name: 'Dave', email, password },
+      remoteAddress: '10.1.2.3',
+    });
     assert.equal(up.statusCode, 200, up.body);
-    const bad = await app.inject({ method: 'POST', url: '/auth/sign-in/email', payload: { email, password: 'wrong password!' }, remoteAddress: '10.1.2.3' });
+    const bad = await app.inject({
+      method: 'POST',
+      url: '/auth/sign-in/email',
+      payload: { email, password: 'wrong password!' },
+      remoteAddress: '10.1.2.3',
+    });
     assert.equal(bad.statusCode, 401);
-    const tok = await app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${(up.json() as { token: string }).token}` } });
+    const tok = await app.inject({
+      method: 'GET',
+      url: '/auth/token',
+      headers: { authorization: `Bearer ${(up.json() as { token: string }).token}` },
+    });
     assert.equal(tok.statusCode, 200, tok.body);
     const pgJwt = (tok.json() as { token: string }).token;
     assert.equal(decodeJwt(pgJwt).iss, url);
-    const key = await app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${pgJwt}` }, payload: { name: 'pg' } });
+    const key = await app.inject({
+      method: 'POST',
+      url: '/api/v1/keys/create',
+      headers: { authorization: `Bearer ${pgJwt}` },
+      payload: { name: 'pg' },
+    });
     assert.equal(key.statusCode, 201, key.body);
     const sub = decodeJwt(pgJwt).sub!;
     const [row] = await pgSvc.database.db.select().from(authAccount).where(eq(authAccount.userId, sub));

@@ -30,7 +30,11 @@ after(async () => {
 async function refused(token: string, v: JwtCheck = verifier): Promise<void> {
   await assert.rejects(v.verify(token), (err: unknown) => {
     assert.ok(err instanceof AuthError, `expected AuthError, got ${String(err)}`);
-    if (token.length > 0) assert.ok(!err.message.includes(token) && !err.message.includes(token.split('.')[1] || token), 'the message never contains the token');
+    if (token.length > 0)
+      assert.ok(
+        !err.message.includes(token) && !err.message.includes(token.split('.')[1] || token),
+        'the message never contains the token',
+      );
     return true;
   });
 }
@@ -78,7 +82,9 @@ test('refuses alg none (unsigned)', async () => {
 test('refuses HS256 signed with the public key as the HMAC secret (algorithm confusion)', async () => {
   const pem = await exportSPKI((await importJWK(idp.publicJwk, 'RS256', { extractable: true })) as CryptoKey);
   for (const secret of [pem, JSON.stringify(idp.publicJwk), idp.publicJwk.n!]) {
-    const token = await new SignJWT(claims()).setProtectedHeader({ alg: 'HS256', kid: 'test-key-1' }).sign(new TextEncoder().encode(secret));
+    const token = await new SignJWT(claims())
+      .setProtectedHeader({ alg: 'HS256', kid: 'test-key-1' })
+      .sign(new TextEncoder().encode(secret));
     await refused(token);
   }
 });
@@ -105,7 +111,12 @@ test('refuses tokens whose sub is missing or not a string', async () => {
   const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k', alg: 'ES256' };
   const v = createJwtVerifier({ issuer: 'https://issuer.test', audience: 'api', jwks: createLocalJWKSet({ keys: [jwk] }) });
   const sign = (payload: Record<string, unknown>) =>
-    new SignJWT(payload).setProtectedHeader({ alg: 'ES256', kid: 'k' }).setIssuer('https://issuer.test').setAudience('api').setExpirationTime('5m').sign(pair.privateKey);
+    new SignJWT(payload)
+      .setProtectedHeader({ alg: 'ES256', kid: 'k' })
+      .setIssuer('https://issuer.test')
+      .setAudience('api')
+      .setExpirationTime('5m')
+      .sign(pair.privateKey);
   assert.equal((await v.verify(await sign({ sub: 'ok' }))).email, null);
   await refused(await sign({}), v);
   await refused(await sign({ sub: 42 }), v);

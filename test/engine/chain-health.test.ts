@@ -113,7 +113,11 @@ describe('computeChainHealthSeries', () => {
     assert.equal(res[1]!.score, null);
     assert.equal(res[1]!.z_score, null);
     assert.equal(res[1]!.as_of, null);
-    assert.deepEqual(res[1]!.missing_metrics[0], { metric: 'tvl', last_date: day(99), reason: 'stale: newest value is 15 days old (limit 14)' });
+    assert.deepEqual(res[1]!.missing_metrics[0], {
+      metric: 'tvl',
+      last_date: day(99),
+      reason: 'stale: newest value is 15 days old (limit 14)',
+    });
     assert.equal(res[1]!.missing_metrics[1]!.metric, 'transactions');
   });
 

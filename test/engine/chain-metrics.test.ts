@@ -24,7 +24,12 @@ describe('computeChainMetrics', () => {
       { date: '2025-01-09', value: 130 },
     ];
     // base day 2025-01-02 is missing although 01-01 and 01-03 exist
-    assert.deepEqual(computeChainMetrics({ gap }, '2025-01-09').gap, { value: 130, change_7d: null, change_7d_pct: null, as_of: '2025-01-09' });
+    assert.deepEqual(computeChainMetrics({ gap }, '2025-01-09').gap, {
+      value: 130,
+      change_7d: null,
+      change_7d_pct: null,
+      as_of: '2025-01-09',
+    });
   });
 
   it('keeps the value date when the source stopped, and is point-in-time', () => {

@@ -35,10 +35,34 @@ function pipeline(at: string | null) {
     });
   const eth = c(full.eth);
   const hype = c(full.hype);
-  const ethHealth = health('eth', 'eth', eth.map((x) => x.date));
-  const hypeHealth = health('hype', 'hype', hype.map((x) => x.date));
-  const ethSignal = computeSignalSeries({ asset: 'ethereum', candles: eth, fearGreed: fg, funding: c(full.ethFunding), regime, chainHealth: ethHealth, sources: SOURCES });
-  const hypeSignal = computeSignalSeries({ asset: 'hyperliquid', candles: hype, fearGreed: fg, funding: null, regime, chainHealth: hypeHealth, sources: SOURCES });
+  const ethHealth = health(
+    'eth',
+    'eth',
+    eth.map((x) => x.date),
+  );
+  const hypeHealth = health(
+    'hype',
+    'hype',
+    hype.map((x) => x.date),
+  );
+  const ethSignal = computeSignalSeries({
+    asset: 'ethereum',
+    candles: eth,
+    fearGreed: fg,
+    funding: c(full.ethFunding),
+    regime,
+    chainHealth: ethHealth,
+    sources: SOURCES,
+  });
+  const hypeSignal = computeSignalSeries({
+    asset: 'hyperliquid',
+    candles: hype,
+    fearGreed: fg,
+    funding: null,
+    regime,
+    chainHealth: hypeHealth,
+    sources: SOURCES,
+  });
   return { regime, ethHealth, hypeHealth, ethSignal, hypeSignal };
 }
 

@@ -11,7 +11,9 @@ export const DATA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..'
 
 /** Rows of a simple CSV (no quoted commas in these files) as header->cell records. */
 export function readCsv(rel: string): Record<string, string>[] {
-  const lines = readFileSync(join(DATA_DIR, rel), 'utf8').split(/\r?\n/).filter((l) => l.length > 0);
+  const lines = readFileSync(join(DATA_DIR, rel), 'utf8')
+    .split(/\r?\n/)
+    .filter((l) => l.length > 0);
   const header = lines[0]!.split(',');
   return lines.slice(1).map((l) => {
     const cells = l.split(',');
@@ -68,16 +70,17 @@ export function cut<T extends { date: string }>(xs: readonly T[], date: string):
 }
 
 /** Asset id -> prices file, funding file (or null), chain file (or null). */
-export const ASSETS: { asset: string; file: string; funding: string | null; chain: { id: 'eth' | 'sol' | 'hype'; file: string } | null }[] = [
-  { asset: 'bitcoin', file: 'btc', funding: 'btc_daily', chain: null },
-  { asset: 'ethereum', file: 'eth', funding: 'eth_daily', chain: { id: 'eth', file: 'ethereum' } },
-  { asset: 'solana', file: 'sol', funding: 'sol_daily', chain: { id: 'sol', file: 'solana' } },
-  { asset: 'hyperliquid', file: 'hype', funding: null, chain: { id: 'hype', file: 'hyperliquid' } },
-  { asset: 'binancecoin', file: 'bnb', funding: null, chain: null },
-  { asset: 'ripple', file: 'xrp', funding: null, chain: null },
-  { asset: 'dogecoin', file: 'doge', funding: null, chain: null },
-  { asset: 'cardano', file: 'ada', funding: null, chain: null },
-  { asset: 'avalanche-2', file: 'avax', funding: null, chain: null },
-  { asset: 'chainlink', file: 'link', funding: null, chain: null },
-  { asset: 'litecoin', file: 'ltc', funding: null, chain: null },
-];
+export const ASSETS: { asset: string; file: string; funding: string | null; chain: { id: 'eth' | 'sol' | 'hype'; file: string } | null }[] =
+  [
+    { asset: 'bitcoin', file: 'btc', funding: 'btc_daily', chain: null },
+    { asset: 'ethereum', file: 'eth', funding: 'eth_daily', chain: { id: 'eth', file: 'ethereum' } },
+    { asset: 'solana', file: 'sol', funding: 'sol_daily', chain: { id: 'sol', file: 'solana' } },
+    { asset: 'hyperliquid', file: 'hype', funding: null, chain: { id: 'hype', file: 'hyperliquid' } },
+    { asset: 'binancecoin', file: 'bnb', funding: null, chain: null },
+    { asset: 'ripple', file: 'xrp', funding: null, chain: null },
+    { asset: 'dogecoin', file: 'doge', funding: null, chain: null },
+    { asset: 'cardano', file: 'ada', funding: null, chain: null },
+    { asset: 'avalanche-2', file: 'avax', funding: null, chain: null },
+    { asset: 'chainlink', file: 'link', funding: null, chain: null },
+    { asset: 'litecoin', file: 'ltc', funding: null, chain: null },
+  ];

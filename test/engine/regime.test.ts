@@ -11,7 +11,9 @@ function candles(n: number): Candle[] {
   return Array.from({ length: n }, (_, i) => ({ date: day(i), open: 100, high: 100, low: 100, close: 100, volume: null }));
 }
 function fg(values: (number | null)[]): FearGreedPoint[] {
-  return values.flatMap((v, i) => (v === null ? [] : [{ date: day(i), value: v, classification: v >= 55 ? 'Greed' : v <= 45 ? 'Fear' : 'Neutral' }]));
+  return values.flatMap((v, i) =>
+    v === null ? [] : [{ date: day(i), value: v, classification: v >= 55 ? 'Greed' : v <= 45 ? 'Fear' : 'Neutral' }],
+  );
 }
 
 describe('computeRegimeSeries', () => {

@@ -9,7 +9,8 @@ import { ASSETS, loadCandles, loadChain, loadFearGreed, loadFunding } from './re
 
 const SOURCES = { prices: 'prices.csv', fear_greed: 'fear_greed.csv', funding: 'funding.csv', chain_health: 'chain health' };
 const day = (i: number) => addDays('2024-01-01', i);
-const flat = (n: number): Candle[] => Array.from({ length: n }, (_, i) => ({ date: day(i), open: 1, high: 1, low: 1, close: 1, volume: null }));
+const flat = (n: number): Candle[] =>
+  Array.from({ length: n }, (_, i) => ({ date: day(i), open: 1, high: 1, low: 1, close: 1, volume: null }));
 
 /** All real-data series, computed the way the service does. */
 function realSeries() {
@@ -27,7 +28,11 @@ function realSeries() {
           dates: candles.map((c) => c.date),
         })
       : null;
-    return { ...a, candles, series: computeSignalSeries({ asset: a.asset, candles, fearGreed: fg, funding, regime, chainHealth, sources: SOURCES }) };
+    return {
+      ...a,
+      candles,
+      series: computeSignalSeries({ asset: a.asset, candles, fearGreed: fg, funding, regime, chainHealth, sources: SOURCES }),
+    };
   });
 }
 
@@ -88,8 +93,24 @@ describe('computeSignalSeries', () => {
     const candles = loadCandles('eth');
     const fg = loadFearGreed();
     const regime = computeRegimeSeries({ btc: loadCandles('btc'), fearGreed: fg, funding: loadFunding('btc_daily') });
-    const withF = computeSignalSeries({ asset: 'ethereum', candles, fearGreed: fg, funding: loadFunding('eth_daily'), regime, chainHealth: null, sources: SOURCES }).at(-1)!;
-    const noF = computeSignalSeries({ asset: 'ethereum', candles, fearGreed: fg, funding: null, regime, chainHealth: null, sources: SOURCES }).at(-1)!;
+    const withF = computeSignalSeries({
+      asset: 'ethereum',
+      candles,
+      fearGreed: fg,
+      funding: loadFunding('eth_daily'),
+      regime,
+      chainHealth: null,
+      sources: SOURCES,
+    }).at(-1)!;
+    const noF = computeSignalSeries({
+      asset: 'ethereum',
+      candles,
+      fearGreed: fg,
+      funding: null,
+      regime,
+      chainHealth: null,
+      sources: SOURCES,
+    }).at(-1)!;
     assert.ok(withF.factors.some((f) => f.name === 'funding_rate'));
     assert.ok(!noF.factors.some((f) => f.name === 'funding_rate'));
     assert.deepEqual(noF.missing_factors, [{ name: 'funding_rate', reason: 'no funding-rate source for ethereum' }]);
@@ -126,7 +147,14 @@ describe('computeSignalSeries', () => {
 
 describe('signalChanges', () => {
   it('lists the first day and every level change, oldest first, with the close', () => {
-    const mk = (date: string, score: number): SignalResult => ({ signal: signalLevel(score), score, confidence: 0.5, factors: [], missing_factors: [], as_of: date });
+    const mk = (date: string, score: number): SignalResult => ({
+      signal: signalLevel(score),
+      score,
+      confidence: 0.5,
+      factors: [],
+      missing_factors: [],
+      as_of: date,
+    });
     const series = [mk(day(0), 0), mk(day(1), 0.05), mk(day(2), 0.2), mk(day(3), 0.3), mk(day(4), -0.2)];
     const prices = series.map((s, i) => ({ date: s.as_of, open: 1, high: 1, low: 1, close: 100 + i, volume: null }));
     const ch = signalChanges(series, prices);

@@ -13,7 +13,13 @@ const snap: ThesisSnapshot = {
   funding_rate: 0.0002,
   chain_health_score: null,
 };
-const cond = (id: string, metric: ThesisCondition['metric'], operator: ThesisCondition['operator'], value: number | string, kind: ThesisCondition['kind'] = 'warning'): ThesisCondition => ({
+const cond = (
+  id: string,
+  metric: ThesisCondition['metric'],
+  operator: ThesisCondition['operator'],
+  value: number | string,
+  kind: ThesisCondition['kind'] = 'warning',
+): ThesisCondition => ({
   id,
   metric,
   operator,
@@ -34,7 +40,11 @@ describe('evaluateThesis', () => {
         entry_price: 100,
         stop_price: 90,
         target_price: 140,
-        conditions: [cond('w1', 'rsi_14', 'gt', 70), cond('w2', 'fear_greed', 'gte', 80), cond('i1', 'regime', 'eq', 'bear', 'invalidation')],
+        conditions: [
+          cond('w1', 'rsi_14', 'gt', 70),
+          cond('w2', 'fear_greed', 'gte', 80),
+          cond('i1', 'regime', 'eq', 'bear', 'invalidation'),
+        ],
       },
       snap,
     );
@@ -50,13 +60,21 @@ describe('evaluateThesis', () => {
     assert.equal(h.health_score, 60.5); // 26 + 12 + 22.5
     assert.equal(h.status, 'healthy');
     assert.equal(h.action_required, false);
-    assert.deepEqual(h.triggered_conditions, [{ id: 'w1', metric: 'rsi_14', operator: 'gt', value: 70, kind: 'warning', current_value: 72 }]);
+    assert.deepEqual(h.triggered_conditions, [
+      { id: 'w1', metric: 'rsi_14', operator: 'gt', value: 70, kind: 'warning', current_value: 72 },
+    ]);
     assert.equal(h.stop_hit, false);
     assert.equal(h.target_hit, false);
   });
 
   it('an invalidation that holds invalidates and requires action', () => {
-    const h = evaluateThesis({ direction: 'long', conditions: [cond('i1', 'signal', 'lte', 'neutral', 'invalidation'), cond('i2', 'regime', 'eq', 'bull', 'invalidation')] }, snap);
+    const h = evaluateThesis(
+      {
+        direction: 'long',
+        conditions: [cond('i1', 'signal', 'lte', 'neutral', 'invalidation'), cond('i2', 'regime', 'eq', 'bull', 'invalidation')],
+      },
+      snap,
+    );
     assert.equal(h.status, 'invalidated');
     assert.equal(h.health_score, 0);
     assert.equal(h.action_required, true);
@@ -83,7 +101,14 @@ describe('evaluateThesis', () => {
 
   it('a condition on an unavailable metric is not triggered but reported unevaluable; so is a bad value', () => {
     const h = evaluateThesis(
-      { direction: 'long', conditions: [cond('c1', 'chain_health_score', 'lt', 40, 'invalidation'), cond('c2', 'signal', 'eq', 'moon'), cond('c3', 'price_usd', 'gt', '100')] },
+      {
+        direction: 'long',
+        conditions: [
+          cond('c1', 'chain_health_score', 'lt', 40, 'invalidation'),
+          cond('c2', 'signal', 'eq', 'moon'),
+          cond('c3', 'price_usd', 'gt', '100'),
+        ],
+      },
       snap,
     );
     assert.equal(h.triggered_conditions.length, 0);

@@ -81,7 +81,9 @@ export function testConfig(over: Record<string, string> = {}): Config {
 
 /** Reads a dataset CSV independently of the service's loader (header -> rows of records). */
 export function readCsv(rel: string): Record<string, string>[] {
-  const text = readFileSync(path.join(ROOT_DIR, 'data', rel), 'utf8').trim().split('\n');
+  const text = readFileSync(path.join(ROOT_DIR, 'data', rel), 'utf8')
+    .trim()
+    .split('\n');
   const header = text.shift()!.split(',');
   return text.map((l) => Object.fromEntries(l.split(',').map((v, i) => [header[i], v])));
 }

@@ -1,5 +1,8 @@
 // Resolve hook (node:module register): refuses the packages listed in FORBID_MODULES.
-const forbidden = (process.env.FORBID_MODULES ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+const forbidden = (process.env.FORBID_MODULES ?? '')
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
 
 export async function resolve(specifier, context, next) {
   for (const f of forbidden) {

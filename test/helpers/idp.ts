@@ -11,7 +11,10 @@ export interface TestIdp {
   issuer: string;
   audience: string;
   /** Signs a JWT for `sub` with this IdP's key; `over` changes claims or header fields (`exp: null` leaves `exp` out). */
-  token(sub: string, over?: { email?: string; iss?: string; aud?: string; exp?: number | null; nbf?: number; kid?: string; alg?: string }): Promise<string>;
+  token(
+    sub: string,
+    over?: { email?: string; iss?: string; aud?: string; exp?: number | null; nbf?: number; kid?: string; alg?: string },
+  ): Promise<string>;
   publicJwk: JWK;
   close(): Promise<void>;
 }

@@ -22,11 +22,19 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
     try {
       await svc.app.ready();
       const jwt = await idp.token('down-user', { email: 'down@example.com' });
-      const k = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
+      const k = await svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/keys/create',
+        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+        payload: '{}',
+      });
       assert.equal(k.statusCode, 201);
       const key: string = k.json().data.key;
       await db.drop();
-      for (const [url, token] of [['/api/v1/assets', key], ['/api/v1/keys', jwt]] as const) {
+      for (const [url, token] of [
+        ['/api/v1/assets', key],
+        ['/api/v1/keys', jwt],
+      ] as const) {
         const r = await svc.app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } });
         assert.equal(r.statusCode, 503, `${url}: ${r.body}`);
         assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
@@ -53,7 +61,12 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
     try {
       await svc.app.ready();
       for (let i = 0; i < 25; i++) {
-        const r = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` }, remoteAddress: '10.77.0.1' });
+        const r = await svc.app.inject({
+          method: 'GET',
+          url: '/api/v1/keys',
+          headers: { authorization: `Bearer ${jwt}` },
+          remoteAddress: '10.77.0.1',
+        });
         assert.equal(r.statusCode, 503, r.body);
         assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
         assert.ok(r.headers['x-ratelimit-limit'], 'rate-limit headers on the 503');

@@ -42,7 +42,11 @@ describe('two instances sharing PostgreSQL and Redis', () => {
   });
 
   async function createKey(base: string, jwt: string) {
-    const r = await fetch(`${base}/api/v1/keys/create`, { method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body: '{}' });
+    const r = await fetch(`${base}/api/v1/keys/create`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
     assert.equal(r.status, 201);
     return ((await r.json()) as { data: { id: string; key: string } }).data;
   }
@@ -52,7 +56,9 @@ describe('two instances sharing PostgreSQL and Redis', () => {
     const jwt = await idp.token('multi-user-1');
     const k = await createKey(urlA, jwt);
     const res = await Promise.all(
-      Array.from({ length: 100 }, (_, i) => fetch(`${i % 2 ? urlA : urlB}/api/v1/signals`, { headers: { authorization: `Bearer ${k.key}` } })),
+      Array.from({ length: 100 }, (_, i) =>
+        fetch(`${i % 2 ? urlA : urlB}/api/v1/signals`, { headers: { authorization: `Bearer ${k.key}` } }),
+      ),
     );
     const codes = res.map((r) => r.status);
     await Promise.all(res.map((r) => r.arrayBuffer()));
@@ -68,7 +74,11 @@ describe('two instances sharing PostgreSQL and Redis', () => {
     const jwt = await idp.token('multi-user-2');
     const k = await createKey(urlA, jwt);
     assert.equal((await fetch(`${urlB}/api/v1/assets`, { headers: { authorization: `Bearer ${k.key}` } })).status, 200);
-    const rv = await fetch(`${urlA}/api/v1/keys/revoke`, { method: 'POST', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, body: JSON.stringify({ key_id: k.id }) });
+    const rv = await fetch(`${urlA}/api/v1/keys/revoke`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ key_id: k.id }),
+    });
     assert.equal(rv.status, 200);
     const after = await fetch(`${urlB}/api/v1/assets`, { headers: { authorization: `Bearer ${k.key}` } });
     assert.equal(after.status, 401);

@@ -83,7 +83,10 @@ describe('OpenAPI document', () => {
       stdout = (err as { stdout?: string }).stdout ?? '';
       if (!stdout.trim().startsWith('{')) throw err;
     }
-    const report = JSON.parse(stdout) as { totals: { errors: number; warnings: number }; problems: { ruleId: string; severity: string; message: string }[] };
+    const report = JSON.parse(stdout) as {
+      totals: { errors: number; warnings: number };
+      problems: { ruleId: string; severity: string; message: string }[];
+    };
     const unexpected = report.problems.filter((p) => p.severity === 'error' || !JUSTIFIED_WARNINGS.has(p.ruleId));
     assert.deepEqual(unexpected, [], JSON.stringify(unexpected, null, 2));
     assert.equal(report.totals.errors, 0);
@@ -107,17 +110,34 @@ describe('OpenAPI document', () => {
     for (const { where, op } of operations()) {
       for (const status of ['429', '503', '500']) assert.ok(op.responses[status], `${where}: no ${status}`);
       assert.ok(deref(deref(op.responses['429']).headers?.['Retry-After'])?.schema, `${where}: 429 without Retry-After`);
-      if (op.responses['401']) assert.ok(deref(op.responses['401']).headers?.['WWW-Authenticate'], `${where}: 401 without WWW-Authenticate`);
+      if (op.responses['401'])
+        assert.ok(deref(op.responses['401']).headers?.['WWW-Authenticate'], `${where}: 401 without WWW-Authenticate`);
       for (const [status, r] of Object.entries<any>(op.responses)) {
         const res = deref(r);
-        assert.ok(res.description && res.description !== 'Default Response' && res.description.length > 20, `${where} ${status}: description`);
-        for (const h of ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Service-Tier', 'RateLimit-Policy', 'RateLimit']) {
+        assert.ok(
+          res.description && res.description !== 'Default Response' && res.description.length > 20,
+          `${where} ${status}: description`,
+        );
+        for (const h of [
+          'X-Request-Id',
+          'X-RateLimit-Limit',
+          'X-RateLimit-Remaining',
+          'X-RateLimit-Reset',
+          'X-Service-Tier',
+          'RateLimit-Policy',
+          'RateLimit',
+        ]) {
           assert.ok(deref(res.headers?.[h])?.schema, `${where} ${status}: header ${h}`);
         }
         const media = res.content?.['application/json'];
         assert.ok(media?.schema, `${where} ${status}: no JSON schema`);
         assert.ok(media.example ?? media.examples, `${where} ${status}: no example`);
-        if (Number(status) >= 400) assert.equal(media.example.error.code, ERROR_CODES.find((c) => res.description.startsWith(`${c}:`)), `${where} ${status}`);
+        if (Number(status) >= 400)
+          assert.equal(
+            media.example.error.code,
+            ERROR_CODES.find((c) => res.description.startsWith(`${c}:`)),
+            `${where} ${status}`,
+          );
       }
     }
   });
@@ -125,7 +145,20 @@ describe('OpenAPI document', () => {
   test('error.code is the closed enum and the main schemas are shared components', () => {
     const error = deref(deref(doc.components.schemas.ErrorEnvelope).properties.error);
     assert.deepEqual(error.properties.code.enum, ERROR_CODES);
-    for (const name of ['ErrorEnvelope', 'Meta', 'SignalEntry', 'Factor', 'Regime', 'ChainHealth', 'ChainMetrics', 'AssetEntry', 'SignalHistory', 'Thesis', 'ThesisHealth', 'KeyView']) {
+    for (const name of [
+      'ErrorEnvelope',
+      'Meta',
+      'SignalEntry',
+      'Factor',
+      'Regime',
+      'ChainHealth',
+      'ChainMetrics',
+      'AssetEntry',
+      'SignalHistory',
+      'Thesis',
+      'ThesisHealth',
+      'KeyView',
+    ]) {
       assert.ok(doc.components.schemas[name], `components.schemas.${name}`);
     }
     // SignalEntry is defined once and referenced, not repeated inline.

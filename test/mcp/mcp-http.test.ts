@@ -19,7 +19,10 @@ let ipSeq = 0;
 async function rest(method: string, path: string, token?: string, body?: unknown) {
   const res = await fetch(base + path, {
     method,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, headers: res.headers, body: (await res.json()) as any };
@@ -52,11 +55,21 @@ async function makeKey(sub: string, tier: 'free' | 'pro' | 'api' = 'free'): Prom
 async function rawMcp(body: unknown, headers: Record<string, string> = {}, query = '') {
   return fetch(`${base}/mcp${query}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18', ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+      ...headers,
+    },
     body: JSON.stringify(body),
   });
 }
-const callMsg = (name: string, args: Record<string, unknown> = {}) => ({ jsonrpc: '2.0', id: ++ipSeq, method: 'tools/call', params: { name, arguments: args } });
+const callMsg = (name: string, args: Record<string, unknown> = {}) => ({
+  jsonrpc: '2.0',
+  id: ++ipSeq,
+  method: 'tools/call',
+  params: { name, arguments: args },
+});
 
 before(async () => {
   h = await startHarness({ database: 'pglite' });
@@ -106,12 +119,22 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const cases: { tool: string; args: Record<string, unknown>; path: string; schema: { parse(x: unknown): unknown } }[] = [
       { tool: 'get_signals', args: {}, path: '/api/v1/signals', schema: GetSignalsOutput },
       { tool: 'get_signals', args: { include_factors: true }, path: '/api/v1/signals?include_factors=true', schema: GetSignalsOutput },
-      { tool: 'get_signals', args: { asset: 'BTC', include_factors: true }, path: '/api/v1/signals/BTC?include_factors=true', schema: GetSignalsOutput },
+      {
+        tool: 'get_signals',
+        args: { asset: 'BTC', include_factors: true },
+        path: '/api/v1/signals/BTC?include_factors=true',
+        schema: GetSignalsOutput,
+      },
       { tool: 'get_market_regime', args: {}, path: '/api/v1/regime', schema: RegimeDataSchema },
       { tool: 'get_chain_health', args: {}, path: '/api/v1/chain-health', schema: GetChainHealthOutput },
       { tool: 'get_chain_health', args: { chain: 'hype' }, path: '/api/v1/chain-health/hype', schema: GetChainHealthOutput },
       { tool: 'get_assets', args: {}, path: '/api/v1/assets', schema: AssetsDataSchema },
-      { tool: 'get_signal_history', args: { asset: 'bitcoin', days: 365, limit: 20 }, path: '/api/v1/signal-history/bitcoin?days=365&limit=20', schema: HistoryDataSchema },
+      {
+        tool: 'get_signal_history',
+        args: { asset: 'bitcoin', days: 365, limit: 20 },
+        path: '/api/v1/signal-history/bitcoin?days=365&limit=20',
+        schema: HistoryDataSchema,
+      },
       { tool: 'get_thesis_health', args: { thesis_id: thesisId }, path: `/api/v1/thesis/${thesisId}/health`, schema: ThesisHealthSchema },
     ];
     for (const k of cases) {
@@ -136,13 +159,22 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
   test('tool failures are isError results carrying the REST error code', async () => {
     const c = await connect(keys.api);
     assert.equal(toolError((await c.callTool({ name: 'get_signals', arguments: { asset: 'xyz' } })) as CallToolResult).code, 'NOT_FOUND');
-    assert.equal(toolError((await c.callTool({ name: 'get_chain_health', arguments: { chain: 'btc' } })) as CallToolResult).code, 'NOT_FOUND');
+    assert.equal(
+      toolError((await c.callTool({ name: 'get_chain_health', arguments: { chain: 'btc' } })) as CallToolResult).code,
+      'NOT_FOUND',
+    );
     // Arguments outside the REST bounds are refused (not clamped) with the REST code, naming the field.
     const bad = toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days: 0 } })) as CallToolResult);
     assert.equal(bad.code, 'INVALID_PARAMETER');
     assert.match(bad.message, /days/);
-    assert.equal(toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', limit: 201 } })) as CallToolResult).code, 'INVALID_PARAMETER');
-    assert.equal(toolError((await c.callTool({ name: 'get_signals', arguments: { include_factors: 'maybe' } })) as CallToolResult).code, 'INVALID_PARAMETER');
+    assert.equal(
+      toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', limit: 201 } })) as CallToolResult).code,
+      'INVALID_PARAMETER',
+    );
+    assert.equal(
+      toolError((await c.callTool({ name: 'get_signals', arguments: { include_factors: 'maybe' } })) as CallToolResult).code,
+      'INVALID_PARAMETER',
+    );
     await c.close();
   });
 });
@@ -161,9 +193,15 @@ describe('MCP auth, tiers and limits', () => {
     const c = await connect();
     const ok = (await c.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult;
     assert.notEqual(ok.isError, true);
-    assert.equal(toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code, 'UNAUTHORIZED');
+    assert.equal(
+      toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code,
+      'UNAUTHORIZED',
+    );
     // As REST: no key is UNAUTHORIZED, a key of a lower tier TIER_REQUIRED.
-    assert.equal(toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code, 'UNAUTHORIZED');
+    assert.equal(
+      toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code,
+      'UNAUTHORIZED',
+    );
     await c.close();
 
     const free = await connect(keys.free);
@@ -172,9 +210,15 @@ describe('MCP auth, tiers and limits', () => {
     assert.deepEqual(e.details?.required_tiers, ['pro', 'api']);
     await free.close();
     const pro = await connect(keys.pro);
-    assert.notEqual(((await pro.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).isError, true);
+    assert.notEqual(
+      ((await pro.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).isError,
+      true,
+    );
     // Another user's thesis is NOT_FOUND (no existence leak).
-    assert.equal(toolError((await pro.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code, 'NOT_FOUND');
+    assert.equal(
+      toolError((await pro.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code,
+      'NOT_FOUND',
+    );
     await pro.close();
   });
 
@@ -232,10 +276,19 @@ describe('MCP auth, tiers and limits', () => {
       // fetch does not let a caller set Host; use node:http for a rebinding-style Host header.
       import('node:http').then(({ request }) => {
         const u = new URL(`${base}/mcp`);
-        const req = request({ host: u.hostname, port: u.port, path: '/mcp', method: 'POST', headers: { host: 'attacker.example:80', 'content-type': 'application/json', accept: 'application/json, text/event-stream' } }, (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        });
+        const req = request(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: '/mcp',
+            method: 'POST',
+            headers: { host: 'attacker.example:80', 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
         req.on('error', reject);
         req.end(JSON.stringify(init));
       }, reject);

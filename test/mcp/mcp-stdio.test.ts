@@ -53,8 +53,19 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
     assert.deepEqual(r.structuredContent, rest.json().data);
     const regime = (await client.callTool({ name: 'get_market_regime', arguments: {} })) as CallToolResult;
     assert.deepEqual(regime.structuredContent, svc.market.regime().value);
-    assert.equal(errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'btc' } })) as CallToolResult), 'UNAUTHORIZED');
-    assert.equal(errorCode((await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: '00000000-0000-4000-8000-000000000000' } })) as CallToolResult), 'UNAUTHORIZED');
+    assert.equal(
+      errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'btc' } })) as CallToolResult),
+      'UNAUTHORIZED',
+    );
+    assert.equal(
+      errorCode(
+        (await client.callTool({
+          name: 'get_thesis_health',
+          arguments: { thesis_id: '00000000-0000-4000-8000-000000000000' },
+        })) as CallToolResult,
+      ),
+      'UNAUTHORIZED',
+    );
   });
 });
 
@@ -74,14 +85,24 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     svc = await createService(testConfig({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer }));
     await svc.app.ready();
     jwt = await idp.token('stdio-user', { email: 'stdio@example.com' });
-    const k = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/create', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: '{}' });
+    const k = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v1/keys/create',
+      headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+      payload: '{}',
+    });
     proKey = k.json().data.key;
     await svc.keys.setTier('stdio@example.com', 'pro');
     const t = await svc.app.inject({
       method: 'POST',
       url: '/api/v1/thesis',
       headers: { authorization: `Bearer ${proKey}`, 'content-type': 'application/json' },
-      payload: JSON.stringify({ asset: 'solana', direction: 'short', title: 'SOL fades', conditions: [{ metric: 'regime', operator: 'eq', value: 'bull', kind: 'invalidation' }] }),
+      payload: JSON.stringify({
+        asset: 'solana',
+        direction: 'short',
+        title: 'SOL fades',
+        conditions: [{ metric: 'regime', operator: 'eq', value: 'bull', kind: 'invalidation' }],
+      }),
     });
     assert.equal(t.statusCode, 201, t.body);
     thesisId = t.json().data.id;
@@ -92,22 +113,36 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     await db?.drop();
   });
 
-  test('the key from MARKET_INTEL_API_KEY identifies the user: thesis health and history work', { skip: pgUp ? false : PG_SKIP }, async () => {
+  test('the key from MARKET_INTEL_API_KEY identifies the user: thesis health and history work', {
+    skip: pgUp ? false : PG_SKIP,
+  }, async () => {
     const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: proKey });
     try {
       const h = (await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult;
       assert.notEqual(h.isError, true, JSON.stringify(h.content));
-      const rest = await svc.app.inject({ method: 'GET', url: `/api/v1/thesis/${thesisId}/health`, headers: { authorization: `Bearer ${proKey}` } });
+      const rest = await svc.app.inject({
+        method: 'GET',
+        url: `/api/v1/thesis/${thesisId}/health`,
+        headers: { authorization: `Bearer ${proKey}` },
+      });
       assert.deepEqual({ ...(h.structuredContent as object), evaluated_at: null }, { ...rest.json().data, evaluated_at: null });
       const hist = (await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana', days: 90 } })) as CallToolResult;
       assert.notEqual(hist.isError, true);
       assert.deepEqual(hist.structuredContent, (await svc.market.signalHistory('solana', 90, 50)).value);
       // A tier change made elsewhere counts on the next call, and so does a revocation.
       await svc.keys.setTier('stdio@example.com', 'free');
-      assert.equal(errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana' } })) as CallToolResult), 'TIER_REQUIRED');
+      assert.equal(
+        errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana' } })) as CallToolResult),
+        'TIER_REQUIRED',
+      );
       const list = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` } });
       const keyId = list.json().data.keys[0].id;
-      const rv = await svc.app.inject({ method: 'POST', url: '/api/v1/keys/revoke', headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' }, payload: JSON.stringify({ key_id: keyId }) });
+      const rv = await svc.app.inject({
+        method: 'POST',
+        url: '/api/v1/keys/revoke',
+        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+        payload: JSON.stringify({ key_id: keyId }),
+      });
       assert.equal(rv.statusCode, 200);
       assert.equal(errorCode((await client.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult), 'UNAUTHORIZED');
     } finally {

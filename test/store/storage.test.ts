@@ -37,13 +37,19 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       const again = [...rows.slice(0, 2), { ...change('2024-02-01', 'strong_sell', 'neutral') }];
       assert.equal(await repo.storeChanges('bitcoin', again, '2024-02-10', 'v-test'), 0);
       const listed = await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 10);
-      assert.deepEqual(listed.map((r) => r.changed_at), ['2024-02-01', '2024-01-05', '2024-01-01']);
+      assert.deepEqual(
+        listed.map((r) => r.changed_at),
+        ['2024-02-01', '2024-01-05', '2024-01-01'],
+      );
       assert.equal(listed[0]!.signal, 'sell', 'a stored change is never rewritten');
       assert.deepEqual(listed[2]!.factors, rows[0]!.factors);
       assert.equal(listed[2]!.previous_signal, null);
       assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
       // Window and limit.
-      assert.deepEqual((await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10)).map((r) => r.changed_at), ['2024-01-05']);
+      assert.deepEqual(
+        (await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10)).map((r) => r.changed_at),
+        ['2024-01-05'],
+      );
       assert.equal((await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 2)).length, 2);
       assert.equal((await repo.listChanges('ethereum', '2000-01-01', '2100-01-01', 10)).length, 0);
     });
@@ -60,8 +66,12 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
     test('snapshots upsert per asset and day', async (t) => {
       if (!ctx) return t.skip(PG_SKIP);
       const repo = new HistoryRepo(ctx.db.db);
-      await repo.saveSnapshots('2024-05-01', [{ asset: 'bitcoin', signal: 'buy', score: 0.2, confidence: 0.4, price_usd: 1, payload: { a: 1 } }]);
-      await repo.saveSnapshots('2024-05-01', [{ asset: 'bitcoin', signal: 'sell', score: -0.2, confidence: 0.4, price_usd: 1, payload: { a: 2 } }]);
+      await repo.saveSnapshots('2024-05-01', [
+        { asset: 'bitcoin', signal: 'buy', score: 0.2, confidence: 0.4, price_usd: 1, payload: { a: 1 } },
+      ]);
+      await repo.saveSnapshots('2024-05-01', [
+        { asset: 'bitcoin', signal: 'sell', score: -0.2, confidence: 0.4, price_usd: 1, payload: { a: 2 } },
+      ]);
       const res = await ctx.db.db.execute(sql`select signal, payload from signal_snapshots where asset = 'bitcoin'`);
       const rows = (res as unknown as { rows: { signal: string; payload: unknown }[] }).rows;
       assert.equal(rows.length, 1);

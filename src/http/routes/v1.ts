@@ -46,7 +46,8 @@ const chain = (r: RouteParts) => ({ chain: r.params.asset });
  * services/operations/ holds the policy, the schemas and the handler).
  */
 export async function v1Routes(app: FastifyInstance, opts: { services: Services; asOf: string | null }): Promise<void> {
-  const route = (op: Parameters<typeof operationRoute>[3], spec: Parameters<typeof operationRoute>[4]) => operationRoute(app, opts.services, opts.asOf, op, spec);
+  const route = (op: Parameters<typeof operationRoute>[3], spec: Parameters<typeof operationRoute>[4]) =>
+    operationRoute(app, opts.services, opts.asOf, op, spec);
 
   route(ops.listSignals, { method: 'GET', url: '/signals', querystring: Factors, input: withFactors });
   route(ops.getSignal, { method: 'GET', url: '/signals/:asset', params: AssetParam, querystring: Factors, input: withFactors });

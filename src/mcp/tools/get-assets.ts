@@ -13,5 +13,8 @@ export const getAssetsTool = defineTool({
   output: AssetsDataSchema,
   route: () => ({ op: listAssets, input: {} }),
   summary: (d: AssetsData) =>
-    [`${d.assets.length} supported assets:`, ...d.assets.map((a) => `- ${a.asset} (${a.symbol}): ${a.signal ?? 'no signal'}${a.chain ? `, chain ${a.chain}` : ''}`)].join('\n'),
+    [
+      `${d.assets.length} supported assets:`,
+      ...d.assets.map((a) => `- ${a.asset} (${a.symbol}): ${a.signal ?? 'no signal'}${a.chain ? `, chain ${a.chain}` : ''}`),
+    ].join('\n'),
 });

@@ -13,6 +13,11 @@ export const getSignalHistoryTool = defineTool({
   route: (a) => ({ op: getSignalHistory, input: a }),
   summary(d: HistoryData): string {
     const head = `${d.entries.length} signal changes of ${d.asset} in the last ${d.days} days (limit ${d.limit})`;
-    return [head + (d.entries.length ? ':' : '.'), ...d.entries.map((e) => `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd})`)].join('\n');
+    return [
+      head + (d.entries.length ? ':' : '.'),
+      ...d.entries.map(
+        (e) => `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd})`,
+      ),
+    ].join('\n');
   },
 });

@@ -22,7 +22,10 @@ export const getSignalsTool = defineTool({
     include_factors: z.boolean().default(false).describe('Add the factor breakdown'),
   }),
   output: GetSignalsOutput,
-  route: (a) => (a.asset === undefined ? { op: listSignals, input: { include_factors: a.include_factors } } : { op: getSignal, input: { asset: a.asset, include_factors: a.include_factors } }),
+  route: (a) =>
+    a.asset === undefined
+      ? { op: listSignals, input: { include_factors: a.include_factors } }
+      : { op: getSignal, input: { asset: a.asset, include_factors: a.include_factors } },
   summary(d: SignalsData | SignalEntry): string {
     if ('signals' in d && Array.isArray(d.signals)) {
       const s = d as SignalsData;
@@ -30,7 +33,9 @@ export const getSignalsTool = defineTool({
       return [`Signals of ${s.signals.length} assets as of ${asOf}:`, ...s.signals.map((e) => `- ${signalLine(e)}`)].join('\n');
     }
     const e = d as SignalEntry;
-    const factors = e.factors ? `\nFactors: ${e.factors.map((f) => `${f.name} ${f.contribution >= 0 ? '+' : ''}${f.contribution.toFixed(3)}`).join(', ')}` : '';
+    const factors = e.factors
+      ? `\nFactors: ${e.factors.map((f) => `${f.name} ${f.contribution >= 0 ? '+' : ''}${f.contribution.toFixed(3)}`).join(', ')}`
+      : '';
     return `${e.name}: ${signalLine(e)}; since ${e.since}, as of ${e.as_of}.${factors}`;
   },
 });

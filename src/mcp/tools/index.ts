@@ -10,4 +10,11 @@ export { GetChainHealthOutput } from './get-chain-health.ts';
 export { GetSignalsOutput } from './get-signals.ts';
 
 /** Exactly the six read-only tools. */
-export const TOOLS: readonly ToolDefinition[] = [getSignalsTool, getMarketRegimeTool, getChainHealthTool, getThesisHealthTool, getAssetsTool, getSignalHistoryTool] as never;
+export const TOOLS: readonly ToolDefinition[] = [
+  getSignalsTool,
+  getMarketRegimeTool,
+  getChainHealthTool,
+  getThesisHealthTool,
+  getAssetsTool,
+  getSignalHistoryTool,
+] as never;

@@ -3,21 +3,23 @@ import path from 'node:path';
 import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint } from '../../engine/types.ts';
 import { addDays } from '../../engine/util.ts';
 import { ASSETS } from '../assets.ts';
-import {
-  DataValidationError,
-  type DataGap,
-  type MarketData,
-  type MarketDataProvider,
-  type MetricSeries,
-} from '../port.ts';
+import { DataValidationError, type DataGap, type MarketData, type MarketDataProvider, type MetricSeries } from '../port.ts';
 
 const DAY_MS = 86_400_000;
 const ISO_DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 /** Price file per canonical asset id (data/prices/<file>.csv). */
 const PRICE_FILES: Record<string, string> = {
-  bitcoin: 'btc', ethereum: 'eth', solana: 'sol', hyperliquid: 'hype', binancecoin: 'bnb',
-  ripple: 'xrp', dogecoin: 'doge', cardano: 'ada', 'avalanche-2': 'avax', chainlink: 'link',
+  bitcoin: 'btc',
+  ethereum: 'eth',
+  solana: 'sol',
+  hyperliquid: 'hype',
+  binancecoin: 'bnb',
+  ripple: 'xrp',
+  dogecoin: 'doge',
+  cardano: 'ada',
+  'avalanche-2': 'avax',
+  chainlink: 'link',
   litecoin: 'ltc',
 };
 
@@ -119,7 +121,6 @@ function checkDates(csv: Csv, dates: string[]): void {
   }
 }
 
-
 /** Whole UTC days from `a` to `b` (b - a). */
 export function daysBetween(a: string, b: string): number {
   return Math.round((Date.parse(`${b}T00:00:00Z`) - Date.parse(`${a}T00:00:00Z`)) / DAY_MS);
@@ -167,14 +168,22 @@ async function loadFull(dir: string): Promise<FullData> {
         close: num(csv, i, r[c!], 'close'),
         volume: optNum(csv, i, r[v!], 'volume'),
       }));
-      checkDates(csv, list.map((x) => x.date));
+      checkDates(
+        csv,
+        list.map((x) => x.date),
+      );
       list.forEach((x, i) => {
         if (x.close <= 0 || x.low <= 0) throw new DataValidationError(`${rel} line ${i + 2}: non-positive price`);
       });
       const venues = [...new Set(csv.rows.map((r) => r[s!]))].join(', ');
       candles.set(asset, list);
       priceSources.set(asset, `data/${rel} (daily close, ${venues})`);
-      gaps.push(...findGaps(`prices/${asset}`, list.map((x) => x.date)));
+      gaps.push(
+        ...findGaps(
+          `prices/${asset}`,
+          list.map((x) => x.date),
+        ),
+      );
     }),
   );
   for (const list of candles.values()) {
@@ -191,8 +200,16 @@ async function loadFull(dir: string): Promise<FullData> {
     if (value < 0 || value > 100) throw new DataValidationError(`fear_greed.csv line ${i + 2}: value ${value} outside 0..100`);
     return { date: r[fd!]!, value, classification: r[fc!] ?? '' };
   });
-  checkDates(fgCsv, fearGreed.map((x) => x.date));
-  gaps.push(...findGaps('fear_greed', fearGreed.map((x) => x.date)));
+  checkDates(
+    fgCsv,
+    fearGreed.map((x) => x.date),
+  );
+  gaps.push(
+    ...findGaps(
+      'fear_greed',
+      fearGreed.map((x) => x.date),
+    ),
+  );
 
   const funding = new Map<string, FundingPoint[]>();
   const fundingSources = new Map<string, string>();
@@ -200,18 +217,29 @@ async function loadFull(dir: string): Promise<FullData> {
     const csv = await readCsv(path.join(dir, `funding/${file}.csv`));
     const [d, m] = ['date', 'funding_rate_mean'].map((n) => col(csv, n)) as number[];
     const list = csv.rows.map((r, i) => ({ date: r[d!]!, rate: num(csv, i, r[m!], 'funding_rate_mean') }));
-    checkDates(csv, list.map((x) => x.date));
+    checkDates(
+      csv,
+      list.map((x) => x.date),
+    );
     if (list.length === 0) continue;
     funding.set(asset, list);
     fundingSources.set(asset, `data/funding/${file}.csv (Binance USDT-M, daily mean of 8 h prints)`);
-    gaps.push(...findGaps(`funding/${asset}`, list.map((x) => x.date)));
+    gaps.push(
+      ...findGaps(
+        `funding/${asset}`,
+        list.map((x) => x.date),
+      ),
+    );
   }
 
   const chains = new Map<ChainId, Record<string, MetricSeries>>();
   for (const [chain, spec] of Object.entries(CHAIN_FILES) as [ChainId, (typeof CHAIN_FILES)[ChainId]][]) {
     const csv = await readCsv(path.join(dir, `chains/${spec.file}.csv`));
     const dIdx = col(csv, 'date');
-    checkDates(csv, csv.rows.map((r) => r[dIdx]!));
+    checkDates(
+      csv,
+      csv.rows.map((r) => r[dIdx]!),
+    );
     const series: Record<string, MetricSeries> = {};
     for (const [metric, what] of Object.entries(spec.sources)) {
       const idx = csv.header.indexOf(metric);

@@ -1,6 +1,15 @@
 import type { Operation } from '../operation.ts';
 import { createKey, listKeys, revokeKey } from './keys.ts';
-import { getChainHealth, getChainMetrics, getRegime, getSignal, getSignalHistory, listAssets, listChainHealth, listSignals } from './market.ts';
+import {
+  getChainHealth,
+  getChainMetrics,
+  getRegime,
+  getSignal,
+  getSignalHistory,
+  listAssets,
+  listChainHealth,
+  listSignals,
+} from './market.ts';
 import { createThesis, deleteThesis, getThesis, getThesisHealth, listTheses } from './theses.ts';
 
 export * from './keys.ts';

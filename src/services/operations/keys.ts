@@ -22,7 +22,8 @@ export const listKeys = defineOperation({
   name: 'listKeys',
   tag: 'keys',
   summary: "List the user's keys with usage",
-  description: 'Every key of the signed-in user, active and revoked, with its prefix (never the key), tier and usage (today, total, last used).',
+  description:
+    'Every key of the signed-in user, active and revoked, with its prefix (never the key), tier and usage (today, total, last used).',
   policy: USER,
   input: z.object({}),
   output: KeyListSchema,
@@ -33,7 +34,8 @@ export const revokeKey = defineOperation({
   name: 'revokeKey',
   tag: 'keys',
   summary: 'Revoke a key (idempotent)',
-  description: 'The key is refused on its next request, on every instance. Revoking a revoked key changes nothing; another user\'s key is 404.',
+  description:
+    "The key is refused on its next request, on every instance. Revoking a revoked key changes nothing; another user's key is 404.",
   policy: USER,
   errors: ['NOT_FOUND'],
   input: RevokeKeyInput,

@@ -19,7 +19,11 @@ import {
  */
 
 /** An asset id (CoinGecko, e.g. `bitcoin`) or ticker (`BTC`), any case. */
-export const AssetArg = z.string().min(1).max(64).describe('Asset id (e.g. "bitcoin") or ticker ("BTC"), any case; see GET /assets or get_assets');
+export const AssetArg = z
+  .string()
+  .min(1)
+  .max(64)
+  .describe('Asset id (e.g. "bitcoin") or ticker ("BTC"), any case; see GET /assets or get_assets');
 /** A chain: `eth`, `sol` or `hype` (their asset ids and tickers are accepted too). */
 export const ChainArg = z.string().min(1).max(64).describe('Chain: eth, sol or hype (asset ids and tickers accepted)');
 const IncludeFactorsArg = z.boolean().default(false).describe('Add the factor breakdown whose contributions sum to the score');
@@ -41,7 +45,8 @@ export const getSignal = defineOperation({
   name: 'getSignal',
   tag: 'signals',
   summary: 'Signal of one asset',
-  description: 'The signal of one asset with score, confidence, price, changes and `since`; `include_factors=true` adds the explained factor breakdown.',
+  description:
+    'The signal of one asset with score, confidence, price, changes and `since`; `include_factors=true` adds the explained factor breakdown.',
   policy: PUBLIC,
   errors: ['NOT_FOUND'],
   input: z.object({ asset: AssetArg, include_factors: IncludeFactorsArg }),
@@ -53,7 +58,8 @@ export const getRegime = defineOperation({
   name: 'getRegime',
   tag: 'regime',
   summary: 'BTC market regime',
-  description: 'bull / bear / neutral with hysteresis, the conditions behind it (RSI-14, Fear & Greed, momentum, funding rate) and the signals of all assets.',
+  description:
+    'bull / bear / neutral with hysteresis, the conditions behind it (RSI-14, Fear & Greed, momentum, funding rate) and the signals of all assets.',
   policy: PUBLIC,
   input: None,
   output: RegimeDataSchema,
@@ -64,7 +70,8 @@ export const listChainHealth = defineOperation({
   name: 'listChainHealth',
   tag: 'chains',
   summary: 'Health scores of eth, sol and hype',
-  description: 'Z-score normalized on-chain health (0..100, 50 = normal) with regime-adjusted sensitivity; stale or missing metrics are listed, not filled.',
+  description:
+    'Z-score normalized on-chain health (0..100, 50 = normal) with regime-adjusted sensitivity; stale or missing metrics are listed, not filled.',
   policy: PUBLIC,
   input: None,
   output: ChainHealthListSchema,
@@ -87,7 +94,8 @@ export const getChainMetrics = defineOperation({
   name: 'getChainMetrics',
   tag: 'chains',
   summary: 'Raw chain metrics with 7-day deltas',
-  description: "Every metric of the chain with its newest value (and that value's own as_of), the change over 7 days and its source; a metric without data has `value: null`.",
+  description:
+    "Every metric of the chain with its newest value (and that value's own as_of), the change over 7 days and its source; a metric without data has `value: null`.",
   policy: PUBLIC,
   errors: ['NOT_FOUND'],
   input: z.object({ chain: ChainArg }),
@@ -99,7 +107,8 @@ export const listAssets = defineOperation({
   name: 'listAssets',
   tag: 'assets',
   summary: 'Supported assets with signals and capability flags',
-  description: 'The supported assets (CoinGecko ids and tickers) with their current signal, price, chain, the dates their data covers, and what can be asked about each.',
+  description:
+    'The supported assets (CoinGecko ids and tickers) with their current signal, price, chain, the dates their data covers, and what can be asked about each.',
   policy: PUBLIC,
   input: None,
   output: AssetsDataSchema,
@@ -110,7 +119,8 @@ export const getSignalHistory = defineOperation({
   name: 'getSignalHistory',
   tag: 'signals',
   summary: 'Historical signal changes (Pro or API tier)',
-  description: 'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day. Needs an API key of the pro or api tier.',
+  description:
+    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day. Needs an API key of the pro or api tier.',
   policy: apiKey(HISTORY_TIERS),
   errors: ['NOT_FOUND'],
   input: z.object({

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { API_KEY_OR_USER, signedInUser } from '../access.ts';
 import { defineOperation, fresh } from '../operation.ts';
-import { DeletedThesisSchema, ThesisHealthSchema, ThesisIdInput, ThesisInputSchema, ThesisListSchema, ThesisSchema } from '../schemas/theses.ts';
+import {
+  DeletedThesisSchema,
+  ThesisHealthSchema,
+  ThesisIdInput,
+  ThesisInputSchema,
+  ThesisListSchema,
+  ThesisSchema,
+} from '../schemas/theses.ts';
 
 /** Theses: a user's trade ideas (API key or JWT; owner only, another user's thesis is 404). */
 
@@ -48,7 +55,7 @@ export const deleteThesis = defineOperation({
   name: 'deleteThesis',
   tag: 'theses',
   summary: 'Delete a thesis (owner only)',
-  description: 'Deletes one of the caller\'s theses; afterwards it is 404.',
+  description: "Deletes one of the caller's theses; afterwards it is 404.",
   policy: API_KEY_OR_USER,
   errors: ['NOT_FOUND'],
   input: ThesisIdInput,

@@ -21,7 +21,10 @@ export function safeText(min: number, max: number) {
 }
 
 /** A UTC calendar day, YYYY-MM-DD. */
-export const Day = z.string().regex(/^\d{4}-\d{2}-\d{2}$/).describe('UTC calendar day, YYYY-MM-DD');
+export const Day = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/)
+  .describe('UTC calendar day, YYYY-MM-DD');
 /** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
 export const SignalLevel = z.enum(SIGNAL_LEVELS);
 /** BTC market regimes. */

@@ -4,10 +4,14 @@ import { safeText, TierSchema } from './common.ts';
 /** Schemas of self-service API keys: create (shown once), list with usage, revoke. */
 
 /** Body of POST /keys/create. */
-export const CreateKeyInput = z.object({ name: safeText(1, 64).optional().describe('A name to recognise the key by (default "default")') }).strict();
+export const CreateKeyInput = z
+  .object({ name: safeText(1, 64).optional().describe('A name to recognise the key by (default "default")') })
+  .strict();
 
 /** Body of POST /keys/revoke. */
-export const RevokeKeyInput = z.object({ key_id: z.uuid({ error: 'must be a UUID' }).describe('The id of the key to revoke (from GET /keys)') });
+export const RevokeKeyInput = z.object({
+  key_id: z.uuid({ error: 'must be a UUID' }).describe('The id of the key to revoke (from GET /keys)'),
+});
 
 /** `data` of POST /keys/create: the full key, shown this once. */
 export const CreatedKeySchema = z.object({

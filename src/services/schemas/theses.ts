@@ -1,11 +1,5 @@
 import { z } from 'zod';
-import {
-  THESIS_CONDITION_KINDS,
-  THESIS_DIRECTIONS,
-  THESIS_METRICS,
-  THESIS_OPERATORS,
-  THESIS_STATUSES,
-} from '../../engine/thesis.ts';
+import { THESIS_CONDITION_KINDS, THESIS_DIRECTIONS, THESIS_METRICS, THESIS_OPERATORS, THESIS_STATUSES } from '../../engine/thesis.ts';
 import { RegimeLevel, SignalLevel, safeText } from './common.ts';
 
 /** Schemas of theses: the POST /thesis body, a stored thesis, the list, and the health evaluation. */
@@ -21,7 +15,9 @@ export const ConditionInputSchema = z
     operator: z.enum(THESIS_OPERATORS),
     value: z
       .union([z.number().finite(), safeText(1, 32)])
-      .describe('A number for numeric metrics (price_usd USD, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime'),
+      .describe(
+        'A number for numeric metrics (price_usd USD, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime',
+      ),
     kind: z.enum(THESIS_CONDITION_KINDS).default('warning').describe('invalidation ends the thesis; warning lowers its health'),
   })
   .strict()
@@ -60,11 +56,21 @@ export const ThesisInputSchema = z
     });
     if (t.entry_price != null && t.stop_price != null) {
       const wrongSide = t.direction === 'long' ? t.stop_price >= t.entry_price : t.stop_price <= t.entry_price;
-      if (wrongSide) ctx.addIssue({ code: 'custom', path: ['stop_price'], message: `must be ${t.direction === 'long' ? 'below' : 'above'} entry_price for a ${t.direction} thesis` });
+      if (wrongSide)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['stop_price'],
+          message: `must be ${t.direction === 'long' ? 'below' : 'above'} entry_price for a ${t.direction} thesis`,
+        });
     }
     if (t.entry_price != null && t.target_price != null) {
       const wrongSide = t.direction === 'long' ? t.target_price <= t.entry_price : t.target_price >= t.entry_price;
-      if (wrongSide) ctx.addIssue({ code: 'custom', path: ['target_price'], message: `must be ${t.direction === 'long' ? 'above' : 'below'} entry_price for a ${t.direction} thesis` });
+      if (wrongSide)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['target_price'],
+          message: `must be ${t.direction === 'long' ? 'above' : 'below'} entry_price for a ${t.direction} thesis`,
+        });
     }
   });
 /** A POST /thesis body as sent (before defaults). */
@@ -110,7 +116,9 @@ export const ThesisHealthSchema = z.object({
   status: z.enum(THESIS_STATUSES),
   action_required: z.boolean().describe('An invalidation holds, the stop is hit, or the score is below 40'),
   triggered_conditions: z.array(ConditionSchema.extend({ current_value: z.union([z.number(), z.string()]) })),
-  unevaluable_conditions: z.array(ConditionSchema.extend({ reason: z.string() })).describe('Conditions whose metric has no data for this asset (reported, not guessed)'),
+  unevaluable_conditions: z
+    .array(ConditionSchema.extend({ reason: z.string() }))
+    .describe('Conditions whose metric has no data for this asset (reported, not guessed)'),
   components: z.array(z.object({ name: z.string(), score: z.number(), weight: z.number(), detail: z.string() })),
   stop_hit: z.boolean().nullable(),
   target_hit: z.boolean().nullable(),
@@ -132,7 +140,6 @@ export const ThesisHealthSchema = z.object({
 });
 /** `data` of GET /thesis/{id}/health. */
 export type ThesisHealthData = z.infer<typeof ThesisHealthSchema>;
-
 
 /** Path parameter of the thesis routes and input of the single-thesis operations. */
 export const ThesisIdInput = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });
