@@ -51,7 +51,7 @@ describe('TierRateLimiter with Redis going away and coming back', () => {
 
   test('falls back to per-instance memory and recovers', { skip: has ? false : 'SKIPPED: redis-server not installed' }, async () => {
     const port = 20000 + Math.floor(Math.random() * 20000);
-    let server = await startRedis(port);
+    const server = await startRedis(port);
     const redis = new Redis({ port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
     redis.on('error', () => {});
     await new Promise((r) => redis.once('ready', r));
@@ -62,7 +62,7 @@ describe('TierRateLimiter with Redis going away and coming back', () => {
     await new Promise((r) => setTimeout(r, 300));
     const during = await l.consume('k', 'free');
     assert.equal(during.allowed, true, 'still answers without Redis');
-    server = await startRedis(port);
+    await startRedis(port); // killed with the others after the suite
     await new Promise((r) => (redis.status === 'ready' ? r(null) : redis.once('ready', r)));
     const back = await l.consume('k2', 'free');
     assert.equal(back.allowed, true);

@@ -69,9 +69,12 @@ export class UsageTracker {
       this.#pending = new Map();
       try {
         await this.repo.addUsage(
-          batch.map(
-            (d): UsageDelta => ({ keyId: d.keyId, requests: d.requests, day: d.day, lastUsedAt: new Date(d.lastUsedMs).toISOString() }),
-          ),
+          batch.map((d): UsageDelta => ({
+            keyId: d.keyId,
+            requests: d.requests,
+            day: d.day,
+            lastUsedAt: new Date(d.lastUsedMs).toISOString(),
+          })),
         );
       } catch (e) {
         // Put the counts back so nothing is lost; they go out with the next flush.

@@ -42,7 +42,9 @@ export const signalHistory = pgTable(
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
     factors: jsonb('factors').$type<Factor[]>().notNull(),
-    recordedAt: timestamp('recorded_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+    recordedAt: timestamp('recorded_at', { withTimezone: true, mode: 'string' })
+      .notNull()
+      .default(sql`now()`),
   },
   (t) => [uniqueIndex('signal_history_asset_changed_at').on(t.asset, t.changedAt)],
 );
@@ -58,7 +60,9 @@ export const signalSnapshots = pgTable(
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
     payload: jsonb('payload').notNull(),
-    computedAt: timestamp('computed_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+    computedAt: timestamp('computed_at', { withTimezone: true, mode: 'string' })
+      .notNull()
+      .default(sql`now()`),
   },
   (t) => [primaryKey({ columns: [t.asset, t.asOf] })],
 );
@@ -71,7 +75,9 @@ export const backfillState = pgTable('backfill_state', {
   asset: text('asset').primaryKey(),
   throughDate: date('through_date', { mode: 'string' }).notNull(),
   engineVersion: text('engine_version').notNull(),
-  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' })
+    .notNull()
+    .default(sql`now()`),
 });
 
 /**
@@ -82,8 +88,12 @@ export const appUsers = pgTable('app_users', {
   id: text('id').primaryKey(),
   email: text('email'),
   tier: text('tier', { enum: PLAN_TIERS }).notNull().default('free'),
-  createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
-  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+  createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' })
+    .notNull()
+    .default(sql`now()`),
+  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' })
+    .notNull()
+    .default(sql`now()`),
 });
 
 /**
@@ -93,7 +103,9 @@ export const appUsers = pgTable('app_users', {
 export const apiKeys = pgTable(
   'api_keys',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id')
+      .primaryKey()
+      .default(sql`gen_random_uuid()`),
     userId: text('user_id')
       .notNull()
       .references(() => appUsers.id),
@@ -101,7 +113,9 @@ export const apiKeys = pgTable(
     prefix: text('prefix').notNull(),
     keyHash: text('key_hash').notNull(),
     status: text('status', { enum: KEY_STATUSES }).notNull().default('active'),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' })
+      .notNull()
+      .default(sql`now()`),
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'string' }),
     lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'string' }),
     requestsTotal: bigint('requests_total', { mode: 'number' }).notNull().default(0),
@@ -115,7 +129,9 @@ export const apiKeys = pgTable(
 export const theses = pgTable(
   'theses',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id')
+      .primaryKey()
+      .default(sql`gen_random_uuid()`),
     userId: text('user_id')
       .notNull()
       .references(() => appUsers.id),
@@ -127,8 +143,12 @@ export const theses = pgTable(
     stopPrice: doublePrecision('stop_price'),
     horizonDays: integer('horizon_days'),
     conditions: jsonb('conditions').$type<ThesisCondition[]>().notNull(),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
-    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`now()`),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' })
+      .notNull()
+      .default(sql`now()`),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' })
+      .notNull()
+      .default(sql`now()`),
   },
   (t) => [index('theses_user_id').on(t.userId)],
 );

@@ -169,9 +169,25 @@ test('same caller, same outcome through REST and MCP, for every operation', asyn
 test('a caller over its quota gets 429 through both, for every operation it may call', async () => {
   const header = `Bearer ${await newKey(`quota-${randomUUID()}`)}`; // free: 10 per minute
   const ip = nextIp();
-  for (let i = 0; i < 10; i++) assert.equal(await viaRest(OPERATIONS.find((o) => o.name === 'listAssets')!, header, ip), 'allowed');
+  for (let i = 0; i < 10; i++)
+    assert.equal(
+      await viaRest(
+        OPERATIONS.find((o) => o.name === 'listAssets')!,
+        header,
+        ip,
+      ),
+      'allowed',
+    );
   const anonIp = nextIp();
-  for (let i = 0; i < 5; i++) assert.equal(await viaRest(OPERATIONS.find((o) => o.name === 'listAssets')!, undefined, anonIp), 'allowed');
+  for (let i = 0; i < 5; i++)
+    assert.equal(
+      await viaRest(
+        OPERATIONS.find((o) => o.name === 'listAssets')!,
+        undefined,
+        anonIp,
+      ),
+      'allowed',
+    );
   for (const op of OPERATIONS) {
     const expected: Outcome =
       op.policy.name === 'user' || (op.policy.tiers && !op.policy.tiers.includes('free')) ? (op.policy.name === 'user' ? 401 : 403) : 429;

@@ -113,42 +113,46 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     await db?.drop();
   });
 
-  test('the key from MARKET_INTEL_API_KEY identifies the user: thesis health and history work', {
-    skip: pgUp ? false : PG_SKIP,
-  }, async () => {
-    const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: proKey });
-    try {
-      const h = (await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult;
-      assert.notEqual(h.isError, true, JSON.stringify(h.content));
-      const rest = await svc.app.inject({
-        method: 'GET',
-        url: `/api/v1/thesis/${thesisId}/health`,
-        headers: { authorization: `Bearer ${proKey}` },
-      });
-      assert.deepEqual({ ...(h.structuredContent as object), evaluated_at: null }, { ...rest.json().data, evaluated_at: null });
-      const hist = (await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana', days: 90 } })) as CallToolResult;
-      assert.notEqual(hist.isError, true);
-      assert.deepEqual(hist.structuredContent, (await svc.market.signalHistory('solana', 90, 50)).value);
-      // A tier change made elsewhere counts on the next call, and so does a revocation.
-      await svc.keys.setTier('stdio@example.com', 'free');
-      assert.equal(
-        errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana' } })) as CallToolResult),
-        'TIER_REQUIRED',
-      );
-      const list = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` } });
-      const keyId = list.json().data.keys[0].id;
-      const rv = await svc.app.inject({
-        method: 'POST',
-        url: '/api/v1/keys/revoke',
-        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
-        payload: JSON.stringify({ key_id: keyId }),
-      });
-      assert.equal(rv.statusCode, 200);
-      assert.equal(errorCode((await client.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult), 'UNAUTHORIZED');
-    } finally {
-      await client.close();
-    }
-  });
+  test(
+    'the key from MARKET_INTEL_API_KEY identifies the user: thesis health and history work',
+    {
+      skip: pgUp ? false : PG_SKIP,
+    },
+    async () => {
+      const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: proKey });
+      try {
+        const h = (await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult;
+        assert.notEqual(h.isError, true, JSON.stringify(h.content));
+        const rest = await svc.app.inject({
+          method: 'GET',
+          url: `/api/v1/thesis/${thesisId}/health`,
+          headers: { authorization: `Bearer ${proKey}` },
+        });
+        assert.deepEqual({ ...(h.structuredContent as object), evaluated_at: null }, { ...rest.json().data, evaluated_at: null });
+        const hist = (await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana', days: 90 } })) as CallToolResult;
+        assert.notEqual(hist.isError, true);
+        assert.deepEqual(hist.structuredContent, (await svc.market.signalHistory('solana', 90, 50)).value);
+        // A tier change made elsewhere counts on the next call, and so does a revocation.
+        await svc.keys.setTier('stdio@example.com', 'free');
+        assert.equal(
+          errorCode((await client.callTool({ name: 'get_signal_history', arguments: { asset: 'solana' } })) as CallToolResult),
+          'TIER_REQUIRED',
+        );
+        const list = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` } });
+        const keyId = list.json().data.keys[0].id;
+        const rv = await svc.app.inject({
+          method: 'POST',
+          url: '/api/v1/keys/revoke',
+          headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+          payload: JSON.stringify({ key_id: keyId }),
+        });
+        assert.equal(rv.statusCode, 200);
+        assert.equal(errorCode((await client.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult), 'UNAUTHORIZED');
+      } finally {
+        await client.close();
+      }
+    },
+  );
 
   test('an invalid key stops the stdio server before it serves anything', { skip: pgUp ? false : PG_SKIP }, async () => {
     await assert.rejects(stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: 'svc_live_bogus' }));

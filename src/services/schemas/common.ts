@@ -15,7 +15,7 @@ export function safeText(min: number, max: number) {
       .trim()
       .min(min)
       .max(max)
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this refuses
+      // eslint-disable-next-line no-control-regex -- control characters are what this refuses
       .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), { error: 'must not contain control characters' })
   );
 }
