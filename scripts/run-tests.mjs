@@ -21,10 +21,14 @@ const args = process.argv.slice(2);
 const files = args.some((a) => a.endsWith('.ts')) ? [] : find(path.join(root, 'test')).sort();
 // A directory for this run's shared test fixtures (test/helpers/harness.ts: the PGlite template).
 const cache = mkdtempSync(path.join(os.tmpdir(), 'market-intel-tests-'));
-const res = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', '--test-concurrency=2', '--test-timeout=300000', ...args, ...files], {
-  stdio: 'inherit',
-  cwd: root,
-  env: { ...process.env, TEST_HARNESS_CACHE: cache },
-});
+const res = spawnSync(
+  process.execPath,
+  ['--import', 'tsx', '--test', '--test-reporter=tap', '--test-concurrency=2', '--test-timeout=300000', ...args, ...files],
+  {
+    stdio: 'inherit',
+    cwd: root,
+    env: { ...process.env, TEST_HARNESS_CACHE: cache },
+  },
+);
 rmSync(cache, { recursive: true, force: true });
 process.exit(res.status ?? 1);
