@@ -12,7 +12,7 @@ let pgUp: Promise<boolean> | undefined;
 /** True when the PostgreSQL server answers; tests that need it skip with a clear message otherwise. */
 export function postgresAvailable(): Promise<boolean> {
   pgUp ??= (async () => {
-    const c = new pg.Client({ connectionString: PG_BASE_URL, connectionTimeoutMillis: 2000 });
+    const c = new pg.Client({ connectionString: PG_BASE_URL, connectionTimeoutMillis: 10_000 });
     try {
       await c.connect();
       await c.end();
@@ -35,7 +35,7 @@ let redisUp: Promise<boolean> | undefined;
 /** True when the Redis server answers; tests that need it skip with a clear message otherwise. */
 export function redisAvailable(): Promise<boolean> {
   redisUp ??= (async () => {
-    const r = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const r = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 10_000, maxRetriesPerRequest: 0, retryStrategy: () => null });
     try {
       await r.connect();
       await r.ping();
