@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { createService, type Service } from '../../src/server.ts';
 import { TIER_LIMITS } from '../../src/auth/tiers.ts';
+import { TierRateLimiter } from '../../src/rate-limit/limiter.ts';
 import { MAX_ACTIVE_KEYS } from '../../src/services/keys.ts';
 import { ACCOUNT_LIMITER } from '../../src/services/access.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL, redisAvailable, testConfig } from '../helpers/env.ts';
@@ -18,6 +19,31 @@ import { expectError, startHarness, type Harness } from '../helpers/harness.ts';
 
 const FREE_MINUTE = TIER_LIMITS.free.minute;
 const CEILING = MAX_ACTIVE_KEYS * FREE_MINUTE; // 50 per minute for a free account
+
+describe('the account limiter (TierRateLimiter.scaled)', () => {
+  test('limits are MAX_ACTIVE_KEYS × the per-key limits in both windows; refund gives back both', async () => {
+    const base = new TierRateLimiter(null, `t${Math.random()}`);
+    const acct = base.scaled(ACCOUNT_LIMITER, MAX_ACTIVE_KEYS);
+    assert.equal(base.scaled(ACCOUNT_LIMITER, MAX_ACTIVE_KEYS), acct, 'one limiter per name and factor');
+    const now = new Date();
+    const d = await acct.consume('user:u1', 'free', now);
+    assert.deepEqual(
+      d.windows.map((w) => [w.window, w.limit, w.remaining]),
+      [
+        ['minute', 50, 49],
+        ['day', 250, 249],
+      ],
+    );
+    assert.equal((await acct.consume('user:u1', 'api', now)).limit, MAX_ACTIVE_KEYS * TIER_LIMITS.api.minute);
+    assert.equal((await base.peek('user:u1', 'free', now)).remaining, TIER_LIMITS.free.day, 'separate from the per-key counts');
+    await acct.refund('user:u1', 'free', now);
+    const p = await acct.peek('user:u1', 'free', now);
+    assert.deepEqual(
+      p.windows.map((w) => w.remaining),
+      [50, 250],
+    );
+  });
+});
 
 describe('account ceiling against key churn (memory limiter)', () => {
   let h: Harness;
