@@ -418,6 +418,7 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
       limit: 5,
       reset: '2025-09-30T12:00:00.000Z',
       retry_after: 60,
+      scope: 'address',
     },
   },
   KEY_LIMIT_REACHED: {

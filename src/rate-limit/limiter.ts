@@ -44,22 +44,45 @@ interface Pair {
  * keeps answering; Redis is used again as soon as it answers (ioredis reconnects).
  *
  * A refused request consumes nothing: the points taken by the attempt are given back.
+ *
+ * `factor` scales every tier's limits (1: the per-key limits of TIER_LIMITS); see `scaled`.
  */
 export class TierRateLimiter {
   readonly #pairs = new Map<Tier, Pair>();
   readonly #extra = new Map<string, RateLimiterAbstract>();
+  readonly #scaled = new Map<string, TierRateLimiter>();
+  readonly #limits: Record<Tier, { day: number | null; minute: number }>;
 
   constructor(
     private readonly redis: Redis | null,
     private readonly prefix = 'rl',
+    factor = 1,
   ) {
-    for (const [tier, lim] of Object.entries(TIER_LIMITS) as [Tier, (typeof TIER_LIMITS)[Tier]][]) {
+    this.#limits = Object.fromEntries(
+      Object.entries(TIER_LIMITS).map(([t, l]) => [t, { minute: l.minute * factor, day: l.day === null ? null : l.day * factor }]),
+    ) as Record<Tier, { day: number | null; minute: number }>;
+    for (const [tier, lim] of Object.entries(this.#limits) as [Tier, (typeof TIER_LIMITS)[Tier]][]) {
       this.#pairs.set(tier, {
         minute: this.#make(`${tier}:m`, lim.minute, 60),
         // The day key carries the UTC date, so the window is the calendar day.
         day: lim.day === null ? null : this.#make(`${tier}:d`, lim.day, DAY_SEC + 60),
       });
     }
+  }
+
+  /**
+   * A limiter with the same windows and store (memory, or the same Redis: shared by every
+   * instance) whose limits are `factor` × each tier's, counting under `<prefix>:<name>`; one
+   * per name and factor. Used for the account ceiling (MAX_ACTIVE_KEYS × the per-key limits).
+   */
+  scaled(name: string, factor: number): TierRateLimiter {
+    const id = `${name}:${factor}`;
+    let l = this.#scaled.get(id);
+    if (!l) {
+      l = new TierRateLimiter(this.redis, `${this.prefix}:${name}`, factor);
+      this.#scaled.set(id, l);
+    }
+    return l;
   }
 
   #make(name: string, points: number, duration: number): RateLimiterAbstract {
@@ -124,7 +147,7 @@ export class TierRateLimiter {
     day: RateLimiterRes | null,
     exceeded?: LimitDecision['exceeded'],
   ): LimitDecision {
-    const lim = TIER_LIMITS[tier];
+    const lim = this.#limits[tier];
     const minuteUsed = minute ? Math.min(minute.consumedPoints, lim.minute) : 0;
     const minuteReset = Math.ceil((minute?.msBeforeNext ?? 60_000) / 1000);
     const windows: LimitDecision['windows'] = [
@@ -171,7 +194,7 @@ export class TierRateLimiter {
       const reset = new Date(now.getTime() + e.msBeforeNext);
       return this.#decision(tier, now, e, day, {
         window: 'minute',
-        limit: TIER_LIMITS[tier].minute,
+        limit: this.#limits[tier].minute,
         reset,
         retryAfterSec: Math.max(1, Math.ceil(e.msBeforeNext / 1000)),
       });
@@ -187,11 +210,24 @@ export class TierRateLimiter {
       const m = await pair.minute.get(subject);
       return this.#decision(tier, now, m, e, {
         window: 'day',
-        limit: TIER_LIMITS[tier].day!,
+        limit: this.#limits[tier].day!,
         reset,
         retryAfterSec: Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000)),
       });
     }
+  }
+
+  /**
+   * Gives back one request that `consume` counted for `subject` at `now` (both windows), when
+   * a later check refuses the request (e.g. the account ceiling): refusals consume nothing.
+   * Best effort: a store failure leaves the count as it was.
+   */
+  async refund(subject: string, tier: Tier, now = new Date()): Promise<void> {
+    const pair = this.#pairs.get(tier)!;
+    await Promise.all([
+      pair.minute.reward(subject).catch(() => {}),
+      pair.day ? pair.day.reward(`${subject}:${now.toISOString().slice(0, 10)}`).catch(() => {}) : null,
+    ]);
   }
 
   /** The current state of `subject` without counting anything (for refused, unauthenticated requests). */

@@ -3,7 +3,7 @@ import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts'
 import type { Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
 import type { LimitDecision, TierRateLimiter } from '../rate-limit/limiter.ts';
-import type { KeyCaller, KeyService, UserIdentity } from './keys.ts';
+import { type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
 import type { UsageTracker } from './usage.ts';
 
 /**
@@ -75,6 +75,12 @@ export function signedInUser(c: Caller): UserIdentity {
 export const AUTH_FAILURES_PER_MINUTE = 20;
 /** Key-management requests allowed per user per minute (policy `user`). */
 export const USER_REQUESTS_PER_MINUTE = 30;
+/**
+ * The name of the account-ceiling limiter (`TierRateLimiter.scaled(ACCOUNT_LIMITER,
+ * MAX_ACTIVE_KEYS)`): per user id, in both windows, MAX_ACTIVE_KEYS × the tier's per-key
+ * limits, counted over all the user's key and JWT requests, revoked keys included.
+ */
+export const ACCOUNT_LIMITER = 'acct';
 
 /** Every message of an access refusal, written once for REST and MCP. */
 export const MESSAGES = {
@@ -88,6 +94,8 @@ export const MESSAGES = {
   tooManyFailures: 'Too many failed authentication attempts from this address',
   tierRequired: (tiers: readonly Tier[], tier: Tier) => `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}`,
   rateLimited: (limit: number, window: string, tier: Tier) => `Rate limit exceeded: ${limit} requests per ${window} for the ${tier} tier`,
+  accountRateLimited: (limit: number, window: string, tier: Tier) =>
+    `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. Retry after Retry-After seconds, or ask for a higher plan`,
   userRateLimited: `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`,
 } as const;
 
@@ -112,9 +120,24 @@ export interface Metering {
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
-/** 429 RATE_LIMITED with `details: {window, limit, reset, retry_after}` (seconds). */
-function rateLimited(message: string, window: 'minute' | 'day', limit: number, reset: Date, retryAfterSec: number): ServiceError {
-  return new ServiceError('RATE_LIMITED', message, { window, limit, reset: reset.toISOString(), retry_after: retryAfterSec });
+/**
+ * Whose count ran out, in a tier-quota 429's `details.scope`: the API key's, the signed-in
+ * user's (JWT), the client address's (no key), or the account ceiling (all of a user's keys
+ * and JWT requests together).
+ */
+export type QuotaScope = 'key' | 'jwt' | 'address' | 'account';
+
+/** 429 RATE_LIMITED with `details: {window, limit, reset, retry_after, scope?}` (seconds). */
+function rateLimited(
+  message: string,
+  window: 'minute' | 'day',
+  limit: number,
+  reset: Date,
+  retryAfterSec: number,
+  scope?: QuotaScope,
+): ServiceError {
+  const details = { window, limit, reset: reset.toISOString(), retry_after: retryAfterSec };
+  return new ServiceError('RATE_LIMITED', message, scope ? { ...details, scope } : details);
 }
 
 /** What the access checks need. */
@@ -140,12 +163,14 @@ export class Access {
   #jwt: JwtCheck | null;
   readonly #authFailures;
   readonly #perUser;
+  readonly #account: TierRateLimiter;
 
   constructor(deps: AccessDeps) {
     this.#deps = deps;
     this.#jwt = deps.jwt ?? null;
     this.#authFailures = deps.limiter.budget('auth-fail', AUTH_FAILURES_PER_MINUTE, 60);
     this.#perUser = deps.limiter.budget('user', USER_REQUESTS_PER_MINUTE, 60);
+    this.#account = deps.limiter.scaled(ACCOUNT_LIMITER, MAX_ACTIVE_KEYS);
   }
 
   /** Sets the JWT verifier once the identity provider is built (it needs the open database). */
@@ -244,10 +269,43 @@ export class Access {
   }
 
   /**
+   * Counts a request the caller's own quota admitted against the account ceiling of its user.
+   * @returns null when within the ceiling; otherwise the 429 (scope `account`) with the
+   *   caller's own limits, after giving back what the request took from the caller's count.
+   */
+  async #meterAccount(caller: Caller & { userId: string }, now: Date): Promise<Metering | null> {
+    let a: LimitDecision;
+    try {
+      a = await this.#account.consume(`user:${caller.userId}`, caller.tier, now);
+    } catch (e) {
+      await this.#deps.limiter.refund(caller.subject, caller.tier, now);
+      throw e;
+    }
+    if (a.allowed) return null;
+    await this.#deps.limiter.refund(caller.subject, caller.tier, now);
+    const x = a.exceeded!;
+    const own = await this.#deps.limiter.peek(caller.subject, caller.tier, now);
+    return {
+      limits: { ...own, allowed: false, exceeded: x },
+      error: rateLimited(
+        MESSAGES.accountRateLimited(x.limit, x.window, caller.tier),
+        x.window,
+        x.limit,
+        x.reset,
+        x.retryAfterSec,
+        'account',
+      ),
+    };
+  }
+
+  /**
    * Counts one request of an authorized caller under `policy`: the tier quota (per key, per
    * user for JWT callers, per address for anonymous ones; a served API-key request is added
    * to the key's usage), the per-user budget for `user`, or nothing for `quota: 'none'`.
-   * A refused request consumes nothing.
+   * A tier-quota request of a user (key or JWT) also counts against the account ceiling
+   * (ACCOUNT_LIMITER), which revoking and re-creating keys cannot reset; its 429 carries
+   * `details.scope: 'account'` and the key's own limits (the rate-limit headers stay the
+   * key's). A refused request consumes nothing, neither on the key nor on the account.
    */
   async meter(caller: Caller, policy: Policy): Promise<Metering> {
     if (policy.quota === 'none') return { limits: await this.peek(caller), error: null };
@@ -268,13 +326,19 @@ export class Access {
       limits.exceeded = { window: 'minute', limit: USER_REQUESTS_PER_MINUTE, reset: retryAt, retryAfterSec: b.retryAfterSec };
       return { limits, error: rateLimited(MESSAGES.userRateLimited, 'minute', USER_REQUESTS_PER_MINUTE, retryAt, b.retryAfterSec) };
     }
-    const d = await this.#deps.limiter.consume(caller.subject, caller.tier);
+    const now = new Date();
+    const d = await this.#deps.limiter.consume(caller.subject, caller.tier, now);
     if (!d.allowed) {
       const x = d.exceeded!;
+      const scope = caller.kind === 'anonymous' ? 'address' : caller.kind;
       return {
         limits: d,
-        error: rateLimited(MESSAGES.rateLimited(x.limit, x.window, caller.tier), x.window, x.limit, x.reset, x.retryAfterSec),
+        error: rateLimited(MESSAGES.rateLimited(x.limit, x.window, caller.tier), x.window, x.limit, x.reset, x.retryAfterSec, scope),
       };
+    }
+    if (caller.kind !== 'anonymous') {
+      const refused = await this.#meterAccount(caller, now);
+      if (refused) return refused;
     }
     if (caller.kind === 'key') this.#deps.usage.record(caller.keyId);
     return { limits: d, error: null };
