@@ -65,6 +65,23 @@ const EnvSchema = z.object({
    * protection.
    */
   MCP_ALLOWED_HOSTS: z.string().min(1).optional(),
+  /**
+   * Bounded waits on the dependencies (README, "Dependencies and timeouts"), in ms. Redis: how
+   * long one command may wait for its reply, and one connection attempt; past either the rate
+   * limiter counts in per-instance memory.
+   */
+  REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(250),
+  REDIS_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /**
+   * PostgreSQL: waiting for a pooled connection (or a new one), and for the reply to one query
+   * (client side, also when the server stalls); past either the request is answered 503.
+   */
+  DB_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(10).max(60_000).default(700),
+  DB_QUERY_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(700),
+  /** PostgreSQL server side: statement_timeout, lock_timeout and idle_in_transaction_session_timeout of each session. */
+  DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(600),
+  DB_LOCK_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(500),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(5000),
   /** How often per-key usage counters are written to the database, ms. */
   USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
 });

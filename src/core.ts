@@ -59,23 +59,46 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
   );
 }
 
-/** Connects ioredis for the rate limiter; failures are logged and the limiter falls back to memory. */
-function connectRedis(url: string, log: Logger): Redis {
+/** How often the Redis connection is probed for a stall (PING), ms. */
+const REDIS_PROBE_MS = 500;
+
+/**
+ * Connects ioredis for the rate limiter with bounded waits: each command gives up after
+ * `commandTimeout` ms (the limiter then counts in per-instance memory, as on an error), a
+ * connection attempt after `connectTimeout` ms, and nothing is queued while disconnected.
+ * A stalled server (it accepts but does not answer) is detected by a PING every
+ * REDIS_PROBE_MS: when it times out, the connection is dropped and re-established, so that
+ * while it is not ready the limiter goes to memory at once instead of waiting for each
+ * command's timeout. Failures are logged once per outage.
+ */
+function connectRedis(url: string, log: Logger, t: { commandTimeout: number; connectTimeout: number }): Redis {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    connectTimeout: 2000,
+    commandTimeout: t.commandTimeout,
+    connectTimeout: t.connectTimeout,
     retryStrategy: (n) => Math.min(n * 200, 2000),
   });
   let down = false;
-  redis.on('error', (err) => {
+  const markDown = (err: unknown) => {
     if (!down) log.warn({ err }, 'Redis unavailable: rate limits fall back to per-instance memory until it returns');
     down = true;
-  });
+  };
+  redis.on('error', markDown);
   redis.on('ready', () => {
     if (down) log.info('Redis is back: rate limits are shared again');
     down = false;
   });
+  const probe = setInterval(() => {
+    if (redis.status !== 'ready') return;
+    redis.ping().catch((err: Error) => {
+      if (redis.status !== 'ready') return;
+      markDown(err);
+      redis.disconnect(true);
+    });
+  }, REDIS_PROBE_MS);
+  probe.unref();
+  redis.on('end', () => clearInterval(probe));
   return redis;
 }
 
@@ -90,7 +113,17 @@ function connectRedis(url: string, log: Logger): Redis {
  */
 export async function createCore(config: Config, opts: { logStream?: NodeJS.WritableStream; log?: Logger } = {}): Promise<Core> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL, opts.logStream);
-  const database = await openDatabase({ databaseUrl: config.DATABASE_URL, pgliteDir: config.PGLITE_DIR });
+  const database = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    pgliteDir: config.PGLITE_DIR,
+    timeouts: {
+      connect: config.DB_CONNECT_TIMEOUT_MS,
+      query: config.DB_QUERY_TIMEOUT_MS,
+      statement: config.DB_STATEMENT_TIMEOUT_MS,
+      lock: config.DB_LOCK_TIMEOUT_MS,
+      idleInTransaction: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    },
+  });
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
   try {
@@ -100,7 +133,12 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
     usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) =>
       log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
     );
-    redis = config.REDIS_URL ? connectRedis(config.REDIS_URL, log) : null;
+    redis = config.REDIS_URL
+      ? connectRedis(config.REDIS_URL, log, {
+          commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
+          connectTimeout: config.REDIS_CONNECT_TIMEOUT_MS,
+        })
+      : null;
     const limiter = new TierRateLimiter(redis);
     const keys = new KeyService(repos.keys, repos.users, usage, database.kind === 'pglite');
     const theses = new ThesisService(repos.theses, repos.users, market);
@@ -146,7 +184,8 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
  */
 export async function prepareCore(core: Core): Promise<BackfillResult[]> {
   const t0 = performance.now();
-  const result = await runBackfill(core.market, core.repos.history);
+  // On the jobs connection: the backfill's transactions may take longer than a request's query.
+  const result = await runBackfill(core.market, new HistoryRepo(core.database.jobs));
   core.log.info(
     {
       ms: Math.round(performance.now() - t0),

@@ -42,8 +42,14 @@ export function assetNotFound(asked: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Asset '${asked}' not found`);
 }
 
-/** PostgreSQL error classes and client errors that mean the database is unreachable or gone. */
+/**
+ * PostgreSQL error classes and client errors that mean the database is unreachable, gone or
+ * too slow: 57014 statement_timeout, 55P03 lock_timeout, 25P03 idle_in_transaction_session_timeout.
+ */
 const DB_DOWN_CODES = new Set([
+  '57014',
+  '55P03',
+  '25P03',
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',
@@ -70,7 +76,12 @@ export function isDependencyDown(err: unknown): boolean {
     const code = typeof e.code === 'string' ? e.code : '';
     if (DB_DOWN_CODES.has(code) || code.startsWith('08')) return true;
     const msg = typeof e.message === 'string' ? e.message : '';
-    if (/Cannot use a pool after calling end|Connection terminated|connect ECONNREFUSED|PGlite is closed/i.test(msg)) return true;
+    if (
+      /Cannot use a pool after calling end|Connection terminated|connect ECONNREFUSED|PGlite is closed|Query read timeout|timeout exceeded when trying to connect/i.test(
+        msg,
+      )
+    )
+      return true;
   }
   return false;
 }

@@ -15,6 +15,19 @@ export interface Service extends Core {
   identity: EmbeddedIdentity | null;
 }
 
+/** How long one /readyz check may take before it counts as failed, ms (README, "Dependencies and timeouts"). */
+export const READY_CHECK_TIMEOUT_MS = 800;
+
+/** Resolves to `check()`'s result, or to false when it throws or takes more than `ms` milliseconds. */
+async function bounded(check: () => Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([check().catch(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Host names /mcp accepts besides loopback: PUBLIC_URL's host and MCP_ALLOWED_HOSTS. */
 function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
   const out = (config.MCP_ALLOWED_HOSTS ?? '')
@@ -61,7 +74,10 @@ export async function createService(
         log: core.log,
         services: core,
         access: core.access,
-        ready: async () => ({ database: await pingDatabase(core.database.db), data: core.market.signalSeries.size > 0 }),
+        ready: async () => ({
+          database: await bounded(() => pingDatabase(core.database.db), READY_CHECK_TIMEOUT_MS),
+          data: core.market.signalSeries.size > 0,
+        }),
       },
       identity,
     );

@@ -23,7 +23,7 @@ export interface HttpDeps {
   log: Logger;
   services: Services;
   access: Access;
-  /** Readiness of the dependencies, for /readyz. */
+  /** Readiness of the dependencies, for /readyz; each check must be bounded in time (src/server.ts: 800 ms). */
   ready(): Promise<{ database: boolean; data: boolean }>;
 }
 
@@ -183,8 +183,11 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
     const checks = await deps.ready();
-    const ready = checks.database && checks.data;
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks, as_of: asOf });
+    const failed = Object.entries(checks)
+      .filter(([, ok]) => !ok)
+      .map(([name]) => name);
+    const ready = failed.length === 0;
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks, ...(ready ? {} : { failed }), as_of: asOf });
   });
 
   return app;

@@ -41,7 +41,11 @@ interface Pair {
  *
  * Policy when Redis is unreachable: each Redis limiter falls back to an in-memory
  * "insurance" limiter with the same limits, i.e. per-instance counting, and the service
- * keeps answering; Redis is used again as soon as it answers (ioredis reconnects).
+ * keeps answering; Redis is used again as soon as it answers (ioredis reconnects). A Redis
+ * that stalls takes the same path: the client's command timeout (src/core.ts,
+ * REDIS_COMMAND_TIMEOUT_MS) rejects the command, which sends it to the insurance limiter, and
+ * while the connection is not ready (`rejectIfRedisNotReady`) nothing waits on Redis at all.
+ * `consume`, `peek` and the budgets all go through these limiters, so all are bounded.
  *
  * A refused request consumes nothing: the points taken by the attempt are given back.
  *

@@ -10,7 +10,14 @@ export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 
 /** An open database with its backend's name and a way to close it. */
 export interface Database {
+  /** For requests: every wait bounded by the request timeouts (DbTimeouts). */
   db: Db;
+  /**
+   * For startup and operator jobs (the signal-history backfill): the same database with
+   * longer bounds (JOB_TIMEOUT_MS per statement), so that a slow start is not cut short by
+   * the request timeouts. On PGlite, the same handle as `db`.
+   */
+  jobs: Db;
   kind: 'pglite' | 'postgres';
   close(): Promise<void>;
 }
@@ -19,30 +26,86 @@ export interface Database {
 export const MIGRATIONS_DIR = path.join(ROOT_DIR, 'src', 'store', 'migrations');
 
 /**
+ * Bounded waits on PostgreSQL, in ms (README, "Dependencies and timeouts"): `connect` is
+ * node-postgres's connectionTimeoutMillis (a new connection, or a free one in the pool),
+ * `query` its query_timeout (the client stops waiting for a reply, also when the server is
+ * stalled), `statement`, `lock` and `idleInTransaction` the session's statement_timeout,
+ * lock_timeout and idle_in_transaction_session_timeout (enforced by the server).
+ */
+export interface DbTimeouts {
+  connect: number;
+  query: number;
+  statement: number;
+  lock: number;
+  idleInTransaction: number;
+}
+
+/** The defaults of DB_*_TIMEOUT_MS (src/config.ts). */
+export const DEFAULT_DB_TIMEOUTS: DbTimeouts = { connect: 700, query: 700, statement: 600, lock: 500, idleInTransaction: 5000 };
+
+/** Migrations and jobs may take longer than a request's query: their own connections wait up to this long (ms) per statement. */
+const JOB_TIMEOUT_MS = 120_000;
+
+/**
  * Opens the database: PostgreSQL when `databaseUrl` is set, otherwise the embedded PGlite
  * database in `pgliteDir` (created at first use; `memory://` keeps it in memory), then
- * applies the migrations. The same schema and migrations run on both.
+ * applies the migrations. The same schema and migrations run on both. On PostgreSQL every
+ * wait of `db` is bounded by `timeouts` (default DEFAULT_DB_TIMEOUTS); the migrations and
+ * `jobs` use a small pool of their own with JOB_TIMEOUT_MS.
  * @throws when the server is unreachable or a migration fails.
  */
-export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: string }): Promise<Database> {
+export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: string; timeouts?: DbTimeouts }): Promise<Database> {
   if (opts.databaseUrl) {
     const { default: pg } = await import('pg');
     const { drizzle } = await import('drizzle-orm/node-postgres');
     const { migrate } = await import('drizzle-orm/node-postgres/migrator');
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
+    const t = opts.timeouts ?? DEFAULT_DB_TIMEOUTS;
+    const jobsPool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: 2,
+      idleTimeoutMillis: 1000,
+      connectionTimeoutMillis: Math.max(t.connect, 5000),
+      query_timeout: JOB_TIMEOUT_MS,
+      statement_timeout: JOB_TIMEOUT_MS,
+      lock_timeout: JOB_TIMEOUT_MS,
+      idle_in_transaction_session_timeout: JOB_TIMEOUT_MS,
+    });
+    jobsPool.on('error', () => {});
+    // Several instances may start at once: serialize migrations with an advisory lock.
+    try {
+      const client = await jobsPool.connect();
+      try {
+        await client.query('SELECT pg_advisory_lock(727301)');
+        await migrate(drizzle({ client, schema }), { migrationsFolder: MIGRATIONS_DIR });
+      } finally {
+        await client.query('SELECT pg_advisory_unlock(727301)').catch(() => {});
+        client.release();
+      }
+    } catch (err) {
+      await jobsPool.end().catch(() => {});
+      throw err;
+    }
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: 10,
+      connectionTimeoutMillis: t.connect,
+      query_timeout: t.query,
+      statement_timeout: t.statement,
+      lock_timeout: t.lock,
+      idle_in_transaction_session_timeout: t.idleInTransaction,
+    });
     // Errors on idle clients (server restart) must not crash the process; queries will fail and be reported.
     pool.on('error', () => {});
     const db = drizzle({ client: pool, schema }) as unknown as Db;
-    // Several instances may start at once: serialize migrations with an advisory lock.
-    const client = await pool.connect();
-    try {
-      await client.query('SELECT pg_advisory_lock(727301)');
-      await migrate(drizzle({ client, schema }), { migrationsFolder: MIGRATIONS_DIR });
-    } finally {
-      await client.query('SELECT pg_advisory_unlock(727301)').catch(() => {});
-      client.release();
-    }
-    return { db, kind: 'postgres', close: () => pool.end() };
+    const jobs = drizzle({ client: jobsPool, schema }) as unknown as Db;
+    return {
+      db,
+      jobs,
+      kind: 'postgres',
+      close: async () => {
+        await Promise.all([pool.end(), jobsPool.end()]);
+      },
+    };
   }
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
@@ -60,6 +123,7 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
     await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
     return {
       db: db as unknown as Db,
+      jobs: db as unknown as Db,
       kind: 'pglite',
       close: async () => {
         try {

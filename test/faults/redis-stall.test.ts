@@ -1,0 +1,83 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { startHarness, type Harness } from '../helpers/harness.ts';
+import { percentile, privateServerUnavailable, startPrivateRedis, timedLoad, type PrivateServer } from '../helpers/faults.ts';
+
+/**
+ * A Redis that stalls (SIGSTOP: its sockets stay open, nothing answers) must not hang the
+ * API: the rate limiter gives up on Redis within REDIS_COMMAND_TIMEOUT_MS and counts in
+ * per-instance memory, and goes back to Redis after SIGCONT without a restart.
+ */
+describe('Redis stalled for 10 s under a running service', () => {
+  const skip = privateServerUnavailable('redis');
+  let redis: PrivateServer | undefined;
+  let h: Harness | undefined;
+  let probe: Redis | undefined;
+
+  before(async () => {
+    if (skip) return;
+    redis = await startPrivateRedis();
+    h = await startHarness({ config: { REDIS_URL: redis.url } });
+    probe = new Redis(redis.url, { maxRetriesPerRequest: 0, commandTimeout: 1000 });
+  });
+  after(async () => {
+    probe?.disconnect();
+    await h?.stop();
+    await redis?.stop();
+  });
+
+  test(
+    'every /api/v1 request is answered 2xx during the stall, p99 < 1 s; Redis counts again after SIGCONT',
+    { skip: skip ?? false },
+    async () => {
+      const { key } = await h!.keyFor('api');
+      const anonymous = (path: string) => async () => (await h!.request('GET', path)).status;
+      const keyed = (path: string) => async () => (await h!.request('GET', path, { token: key })).status;
+      // Warm up: the counts are in Redis.
+      const ip = h!.freshIp();
+      assert.equal((await h!.request('GET', '/api/v1/regime', { ip })).status, 200);
+      assert.equal(await probe!.exists(`rl:unauthenticated:m:ip:${ip}`), 1, 'the limiter counts in Redis before the stall');
+      assert.equal(await keyed('/api/v1/signals')(), 200);
+
+      redis!.stall();
+      let results;
+      try {
+        results = await timedLoad(
+          [
+            { label: 'anonymous /regime', send: anonymous('/api/v1/regime') },
+            { label: 'anonymous /assets', send: anonymous('/api/v1/assets') },
+            { label: 'keyed /signals', send: keyed('/api/v1/signals') },
+            { label: 'keyed /regime', send: keyed('/api/v1/regime') },
+          ],
+          10_000,
+          50,
+          5_000,
+        );
+      } finally {
+        redis!.resume();
+      }
+      const ms = results.map((r) => r.ms);
+      const p99 = percentile(ms, 99);
+      const summary = `${results.length} requests, p50 ${percentile(ms, 50).toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, max ${Math.max(...ms).toFixed(0)} ms`;
+      console.log(`Redis stall: ${summary}`);
+      const hung = results.filter((r) => r.status === 0);
+      assert.equal(hung.length, 0, `${hung.length} requests did not answer within 5 s (${summary})`);
+      assert.ok(results.length >= 40, summary);
+      const failed = results.filter((r) => r.status < 200 || r.status > 299);
+      assert.equal(failed.length, 0, `not 2xx: ${JSON.stringify(failed.slice(0, 5))}`);
+      assert.ok(p99 < 1000, `p99 ${p99.toFixed(0)} ms >= 1 s (${summary})`);
+
+      // Recovery without a restart: within 10 s a new client's count is in Redis again.
+      let back = false;
+      for (let i = 0; i < 50 && !back; i++) {
+        const ip2 = h!.freshIp();
+        assert.equal((await h!.request('GET', '/api/v1/regime', { ip: ip2 })).status, 200);
+        back = (await probe!.exists(`rl:unauthenticated:m:ip:${ip2}`)) === 1;
+        if (!back) await sleep(200);
+      }
+      assert.ok(back, 'the limiter counts in Redis again after SIGCONT');
+    },
+  );
+});
