@@ -61,6 +61,7 @@ export async function createService(
         log: core.log,
         services: core,
         access: core.access,
+        limiter: core.limiter,
         ready: async () => ({ database: await pingDatabase(core.database.db), data: core.market.signalSeries.size > 0 }),
       },
       identity,
