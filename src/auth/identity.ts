@@ -45,7 +45,11 @@ export interface EmbeddedIdentity {
   origin: string;
   /** The provider's public keys, read from the database in process (no HTTP round-trip). */
   jwks: JWTVerifyGetKey;
-  /** Answers one request under AUTH_BASE_PATH (sign-up, sign-in, token, jwks, sign-out, ...). */
+  /**
+   * Answers one request under AUTH_BASE_PATH (sign-up, sign-in, token, jwks, sign-out, ...).
+   * @throws ServiceError SERVICE_UNAVAILABLE when the database failed during the request,
+   *   INTERNAL_ERROR on any other unexpected error (the HTTP edge answers the error envelope).
+   */
   handler(request: Request): Promise<Response>;
   /** `GET /.well-known/openid-configuration` body (JSON). */
   discovery: string;
@@ -55,12 +59,19 @@ export interface EmbeddedIdentity {
  * Builds the embedded identity provider (better-auth 1.7), for deployments without an
  * external one (AUTH_ISSUER unset); the HTTP edge mounts its routes (src/http/identity.ts):
  *
- * - `POST /auth/sign-up/email` `{name, email, password}` creates an account and signs it in;
- *   `POST /auth/sign-in/email` `{email, password}` signs in. Both answer
- *   `{token, user}` (token: the opaque session token, also in the `set-auth-token` header and
- *   the session cookie). Passwords are 8 to 128 characters, hashed with scrypt (better-auth's
+ * - `POST /auth/sign-up/email` `{name, email, password}` creates an account; it answers
+ *   `{token: null, user}` alike for a new and an existing email (no account enumeration; an
+ *   existing account is left unchanged), so the client then signs in.
+ *   `POST /auth/sign-in/email` `{email, password}` signs in and answers `{token, user}`
+ *   (token: the opaque session token, also in the `set-auth-token` header and the session
+ *   cookie; stored only as its SHA-256 digest, see session-store.ts). Passwords follow
+ *   password-policy.ts (8 to 128 characters, not common, trivial, the email or the name;
+ *   otherwise 400 `{code: "PASSWORD_TOO_WEAK", message}`), hashed with scrypt (better-auth's
  *   default: node:crypto scrypt, random salt, stored as `salt:key` hex in
  *   `auth_account.password`); the password itself is never stored. Emails are not verified.
+ * - Errors: while the database is unreachable, `handler` throws a ServiceError
+ *   SERVICE_UNAVAILABLE (whatever better-auth would have answered); on any other unexpected
+ *   error, INTERNAL_ERROR. The log gets JSON lines without SQL, parameters, tokens or emails.
  * - `GET /auth/token` with the session (cookie, or `Authorization: Bearer <session token>`
  *   through better-auth's bearer plugin) answers `{token: <JWT>}`; `GET /auth/get-session`
  *   also returns a fresh JWT in its `set-auth-jwt` header. The JWT (RFC 7519) is signed
