@@ -74,6 +74,7 @@ export async function createService(
         log: core.log,
         services: core,
         access: core.access,
+        limiter: core.limiter,
         ready: async () => ({
           database: await bounded(() => pingDatabase(core.database.db), READY_CHECK_TIMEOUT_MS),
           data: core.market.signalSeries.size > 0,

@@ -4,11 +4,16 @@ import { drizzleAdapter } from 'better-auth/adapters/drizzle';
 import { symmetricDecrypt } from 'better-auth/crypto';
 import { bearer } from 'better-auth/plugins/bearer';
 import { jwt } from 'better-auth/plugins/jwt';
-import { eq } from 'drizzle-orm';
+import { createAuthMiddleware } from 'better-auth/api';
+import { APIError } from 'better-auth';
+import { eq, sql } from 'drizzle-orm';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import { AUTH_MODELS, authJwks, authSchema } from '../store/auth-schema.ts';
+import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors.ts';
+import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
+import { passwordProblem } from './password-policy.ts';
+import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase } from './session-store.ts';
 
 /** Where better-auth's endpoints are mounted (`/auth/sign-in/email`, `/auth/token`, `/auth/jwks`, ...). */
 export const AUTH_BASE_PATH = '/auth';
@@ -40,7 +45,11 @@ export interface EmbeddedIdentity {
   origin: string;
   /** The provider's public keys, read from the database in process (no HTTP round-trip). */
   jwks: JWTVerifyGetKey;
-  /** Answers one request under AUTH_BASE_PATH (sign-up, sign-in, token, jwks, sign-out, ...). */
+  /**
+   * Answers one request under AUTH_BASE_PATH (sign-up, sign-in, token, jwks, sign-out, ...).
+   * @throws ServiceError SERVICE_UNAVAILABLE when the database failed during the request,
+   *   INTERNAL_ERROR on any other unexpected error (the HTTP edge answers the error envelope).
+   */
   handler(request: Request): Promise<Response>;
   /** `GET /.well-known/openid-configuration` body (JSON). */
   discovery: string;
@@ -50,12 +59,19 @@ export interface EmbeddedIdentity {
  * Builds the embedded identity provider (better-auth 1.7), for deployments without an
  * external one (AUTH_ISSUER unset); the HTTP edge mounts its routes (src/http/identity.ts):
  *
- * - `POST /auth/sign-up/email` `{name, email, password}` creates an account and signs it in;
- *   `POST /auth/sign-in/email` `{email, password}` signs in. Both answer
- *   `{token, user}` (token: the opaque session token, also in the `set-auth-token` header and
- *   the session cookie). Passwords are 8 to 128 characters, hashed with scrypt (better-auth's
+ * - `POST /auth/sign-up/email` `{name, email, password}` creates an account; it answers
+ *   `{token: null, user}` alike for a new and an existing email (no account enumeration; an
+ *   existing account is left unchanged), so the client then signs in.
+ *   `POST /auth/sign-in/email` `{email, password}` signs in and answers `{token, user}`
+ *   (token: the opaque session token, also in the `set-auth-token` header and the session
+ *   cookie; stored only as its SHA-256 digest, see session-store.ts). Passwords follow
+ *   password-policy.ts (8 to 128 characters, not common, trivial, the email or the name;
+ *   otherwise 400 `{code: "PASSWORD_TOO_WEAK", message}`), hashed with scrypt (better-auth's
  *   default: node:crypto scrypt, random salt, stored as `salt:key` hex in
  *   `auth_account.password`); the password itself is never stored. Emails are not verified.
+ * - Errors: while the database is unreachable, `handler` throws a ServiceError
+ *   SERVICE_UNAVAILABLE (whatever better-auth would have answered); on any other unexpected
+ *   error, INTERNAL_ERROR. The log gets JSON lines without SQL, parameters, tokens or emails.
  * - `GET /auth/token` with the session (cookie, or `Authorization: Bearer <session token>`
  *   through better-auth's bearer plugin) answers `{token: <JWT>}`; `GET /auth/get-session`
  *   also returns a fresh JWT in its `set-auth-jwt` header. The JWT (RFC 7519) is signed
@@ -110,20 +126,40 @@ export async function createEmbeddedIdentity(opts: {
     secret: opts.secret,
     trustedOrigins: trustedOrigins(baseUrl),
     telemetry: { enabled: false },
-    database: drizzleAdapter(opts.db, { provider: 'pg', schema: authSchema }),
+    // Session tokens are stored as SHA-256 digests; driver errors are sanitized (session-store.ts).
+    database: digestSessionTokens(drizzleAdapter(opts.db, { provider: 'pg', schema: authSchema })),
     user: { modelName: AUTH_MODELS.user },
     session: { modelName: AUTH_MODELS.session },
     account: { modelName: AUTH_MODELS.account },
     verification: { modelName: AUTH_MODELS.verification },
-    emailAndPassword: { enabled: true, autoSignIn: true, minPasswordLength: 8, maxPasswordLength: 128 },
+    // autoSignIn off: sign-up answers `{token: null, user}` alike for a new and an existing
+    // email (better-auth's generic duplicate response), so it does not reveal which emails exist.
+    emailAndPassword: { enabled: true, autoSignIn: false, minPasswordLength: 8, maxPasswordLength: 128 },
     rateLimit: { enabled: true, storage: 'memory' },
     advanced: { ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] } },
     // No `level`: better-auth's default (warn); setting one would also echo API errors to the console.
     logger: {
       log: (level, message, ...args) => {
         const err = args.find((a) => a instanceof Error);
-        log[level](err ? { err } : {}, message);
+        log[level](err ? { err: safeError(err) } : {}, redact(message));
       },
+    },
+    // Unexpected errors are thrown to `handler` below (logged there, as JSON and without
+    // internals) instead of better-call's console.error and an empty 500.
+    onAPIError: { throw: true },
+    hooks: {
+      before: createAuthMiddleware(async (ctx) => {
+        const field = PASSWORD_FIELDS[ctx.path];
+        if (!field) return;
+        const body = (ctx.body ?? {}) as Record<string, unknown>;
+        const password = body[field];
+        if (typeof password !== 'string') return;
+        const problem = await passwordProblem(password, {
+          email: typeof body.email === 'string' ? body.email : undefined,
+          name: typeof body.name === 'string' ? body.name : undefined,
+        });
+        if (problem) throw new APIError('BAD_REQUEST', { code: 'PASSWORD_TOO_WEAK', message: problem });
+      }),
     },
     plugins: [
       jwt({
@@ -143,6 +179,8 @@ export async function createEmbeddedIdentity(opts: {
 
   const ctx = await auth.$context;
   await retireUndecryptableKeys(opts.db, ctx.secretConfig, log);
+  // Sessions stored in clear before digests: unusable now (lookups digest the token); removed.
+  await opts.db.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
 
   const discovery = JSON.stringify({
     issuer,
@@ -154,7 +192,51 @@ export async function createEmbeddedIdentity(opts: {
   });
 
   const jwks = localJwks(async () => (await auth.api.getJwks()) as JSONWebKeySet);
-  return { issuer, audience: opts.audience, origin, jwks, handler: (request) => auth.handler(request), discovery };
+  const handler = async (request: Request): Promise<Response> => {
+    let outcome: { result: Response | null; databaseDown: boolean; err?: unknown };
+    try {
+      outcome = await trackDatabase(() => auth.handler(request));
+    } catch (err) {
+      outcome = { result: null, databaseDown: (err instanceof IdentityDatabaseError && err.unavailable) || isDependencyDown(err), err };
+    }
+    if (outcome.databaseDown) {
+      await outcome.result?.body?.cancel().catch(() => {});
+      log.warn({ path: new URL(request.url).pathname }, 'identity provider: dependency unavailable (database)');
+      throw new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
+    }
+    if (!outcome.result) {
+      log.error({ err: safeError(outcome.err), path: new URL(request.url).pathname }, 'identity provider: unexpected error');
+      throw new ServiceError('INTERNAL_ERROR', 'Internal server error');
+    }
+    return outcome.result;
+  };
+  return { issuer, audience: opts.audience, origin, jwks, handler, discovery };
+}
+
+/** The body field holding a new password, per better-auth endpoint (checked by the password policy). */
+const PASSWORD_FIELDS: Record<string, string> = {
+  '/sign-up/email': 'password',
+  '/change-password': 'newPassword',
+  '/reset-password': 'newPassword',
+  '/set-password': 'newPassword',
+};
+
+/** Emails in a log message, replaced by `[email]`. */
+function redact(message: string): string {
+  return message.replace(/[^\s@"'<>]+@[^\s@"'<>]+/g, '[email]');
+}
+
+/**
+ * What of an error better-auth hands its logger goes to our log: its type, code and redacted
+ * message; never the driver's message (SQL and parameters), the cause or the request.
+ */
+function safeError(err: unknown): { type: string; code?: string; message: string } {
+  const e = err as { name?: unknown; code?: unknown; message?: unknown; status?: unknown };
+  const type = typeof e?.name === 'string' ? e.name : 'Error';
+  const code = typeof e?.code === 'string' ? e.code : undefined;
+  // Driver errors (no IdentityDatabaseError around them) carry SQL and parameters: not logged.
+  const raw = typeof e?.message === 'string' && !/Failed query|select |insert |update |delete |params/i.test(e.message) ? e.message : '';
+  return { type, ...(code ? { code } : {}), message: redact(raw) };
 }
 
 /**

@@ -6,6 +6,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EmbeddedIdentity } from '../auth/identity.ts';
 import type { Config } from '../config.ts';
+import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
 import { type Access, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -23,6 +24,8 @@ export interface HttpDeps {
   log: Logger;
   services: Services;
   access: Access;
+  /** Rate limiter for the identity provider's sign-in throttle (src/http/identity.ts). */
+  limiter?: TierRateLimiter;
   /** Readiness of the dependencies, for /readyz; each check must be bounded in time (src/server.ts: 800 ms). */
   ready(): Promise<{ database: boolean; data: boolean }>;
 }
@@ -178,7 +181,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     { prefix: '/api/v1' },
   );
 
-  if (identity) await identityRoutes(app, identity);
+  if (identity) await identityRoutes(app, identity, deps.limiter);
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {

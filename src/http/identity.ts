@@ -1,7 +1,25 @@
-import type { FastifyInstance } from 'fastify';
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fromNodeHeaders } from 'better-auth/node';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth/identity.ts';
+import { unexpectedError } from '../errors.ts';
+import type { TierRateLimiter } from '../rate-limit/limiter.ts';
+import { sendError } from './envelope.ts';
 import { SIGNIN_CSP, SIGNIN_HTML } from './signin-page.ts';
+
+/**
+ * Sign-in attempts allowed per account (the lower-cased email) per window, counted across
+ * instances (Redis when configured): every attempt counts, right or wrong, before the password
+ * is checked, so parallel guesses from many addresses cannot exceed it.
+ */
+export const SIGNIN_ACCOUNT_LIMIT = { points: 10, durationSec: 15 * 60 };
+
+/** Sign-in and sign-up attempts allowed per client address per window, across instances. */
+export const SIGNIN_IP_LIMIT = { points: 30, durationSec: 15 * 60 };
+
+/** The endpoints the per-address budget covers; sign-in is also counted per account. */
+const SIGN_IN_PATH = `${AUTH_BASE_PATH}/sign-in/email`;
+const THROTTLED_PATHS = new Set([SIGN_IN_PATH, `${AUTH_BASE_PATH}/sign-up/email`]);
 
 /** Largest request body accepted on /auth/* (sign-up, sign-in): 64 KiB. */
 const AUTH_BODY_LIMIT = 64 * 1024;
@@ -12,12 +30,62 @@ const DROPPED_REQUEST_HEADERS = ['content-length', 'transfer-encoding', 'connect
 /** Response headers not copied back (Fastify computes them). */
 const DROPPED_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'set-cookie']);
 
+/** The email of a sign-in body (JSON), trimmed and lower-cased, or '' when absent or unreadable. */
+function signInEmail(body: Buffer | undefined): string {
+  if (!body || body.length === 0) return '';
+  try {
+    const v = (JSON.parse(body.toString('utf8')) as { email?: unknown }).email;
+    return typeof v === 'string' ? v.trim().toLowerCase() : '';
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Counts one sign-in / sign-up attempt against the per-address and (sign-in) per-account
+ * budgets. When one is used up, answers 429 RATE_LIMITED with Retry-After (header and
+ * `error.details.retry_after_sec`) and returns true. The account is keyed by the SHA-256 of
+ * the lower-cased email, so neither Redis nor the log holds the email.
+ */
+async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: FastifyReply, path: string): Promise<boolean> {
+  const byIp = limiter.budget('auth-ip', SIGNIN_IP_LIMIT.points, SIGNIN_IP_LIMIT.durationSec);
+  const ip = await byIp.consume(req.ip);
+  let refused = ip.allowed ? null : { retryAfterSec: ip.retryAfterSec, scope: 'address' };
+  if (!refused && path === SIGN_IN_PATH) {
+    const email = signInEmail(req.body as Buffer | undefined);
+    if (email) {
+      const byAccount = limiter.budget('auth-account', SIGNIN_ACCOUNT_LIMIT.points, SIGNIN_ACCOUNT_LIMIT.durationSec);
+      const acc = await byAccount.consume(createHash('sha256').update(email).digest('hex'));
+      if (!acc.allowed) refused = { retryAfterSec: acc.retryAfterSec, scope: 'account' };
+    }
+  }
+  if (!refused) return false;
+  req.log.warn({ scope: refused.scope }, 'identity provider: sign-in attempts throttled');
+  reply.header('retry-after', String(refused.retryAfterSec)).header('cache-control', 'no-store');
+  sendError(
+    req,
+    reply,
+    429,
+    'RATE_LIMITED',
+    `Too many sign-in attempts for this ${refused.scope === 'account' ? 'account' : 'address'}; try again in ${refused.retryAfterSec} seconds`,
+    { retry_after_sec: refused.retryAfterSec, scope: refused.scope },
+    null,
+  );
+  return true;
+}
+
 /**
  * Mounts the embedded identity provider (src/auth/identity.ts) on the app: `/auth/*` (GET and
  * POST, handed to better-auth as a web Request built on the configured origin, with the
  * client address in CLIENT_IP_HEADER), `/.well-known/openid-configuration`, and `/signin`.
+ *
+ * With a `limiter`, sign-in and sign-up are throttled before better-auth sees them
+ * (SIGNIN_IP_LIMIT per client address, SIGNIN_ACCOUNT_LIMIT per account on sign-in), shared
+ * by all instances when the limiter uses Redis: 429 RATE_LIMITED in the error envelope with
+ * Retry-After. Errors of the identity provider (its database down: 503 SERVICE_UNAVAILABLE;
+ * anything unexpected: 500 INTERNAL_ERROR) are answered in the error envelope too.
  */
-export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity): Promise<void> {
+export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity, limiter?: TierRateLimiter): Promise<void> {
   await app.register(async (scope) => {
     // better-auth parses the body itself: hand it the raw bytes, whatever the content type.
     scope.removeAllContentTypeParsers();
@@ -28,6 +96,8 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
       url: `${AUTH_BASE_PATH}/*`,
       schema: { hide: true },
       handler: async (req, reply) => {
+        const path = req.url.split('?')[0]!;
+        if (limiter && req.method === 'POST' && THROTTLED_PATHS.has(path) && (await throttled(limiter, req, reply, path))) return reply;
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
         headers.set(CLIENT_IP_HEADER, req.ip);
@@ -38,7 +108,15 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           headers,
           body: body && body.length > 0 ? new Uint8Array(body) : undefined,
         });
-        const res = await idp.handler(request);
+        let res: Response;
+        try {
+          res = await idp.handler(request);
+        } catch (err) {
+          const e = unexpectedError(err);
+          if (e.code === 'SERVICE_UNAVAILABLE') reply.header('retry-after', '5');
+          reply.header('cache-control', 'no-store');
+          return sendError(req, reply, e.status, e.code, e.message, e.details, null);
+        }
         reply.status(res.status);
         res.headers.forEach((value, key) => {
           if (!DROPPED_RESPONSE_HEADERS.has(key)) reply.header(key, value);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { PASSWORD_RULES } from '../auth/password-policy.ts';
 
 /**
  * The sign-in page of the embedded identity provider (GET /signin): sign up or sign in, get
@@ -18,6 +19,7 @@ input{display:block;width:100%;box-sizing:border-box;padding:.5rem .6rem;margin-
 button{font:inherit;padding:.45rem .9rem;border-radius:6px;border:1px solid #2f5bd3;background:#2f5bd3;color:#fff;cursor:pointer}
 button.secondary{background:#fff;color:#2f5bd3}
 textarea,pre{width:100%;box-sizing:border-box;font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;background:#f1f3f6;border:1px solid #dde1e7;border-radius:6px;padding:.6rem;word-break:break-all;white-space:pre-wrap}
+.hint{font-size:.85rem;color:#5b6472;margin:-.25rem 0 .75rem}
 #msg{min-height:1.5em;color:#b42318}
 #msg.ok{color:#1a7f37}
 `;
@@ -58,10 +60,22 @@ const SIGNIN_SCRIPT = `
     var email = $('email').value.trim(), password = $('password').value;
     var body = kind === 'up' ? { name: $('name').value.trim() || email.split('@')[0], email: email, password: password } : { email: email, password: password };
     say('Working...', true);
-    call('/auth/' + (kind === 'up' ? 'sign-up' : 'sign-in') + '/email', {
-      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body)
-    }).then(function (r) {
-      if (!r.res.ok) { say((r.body && r.body.message) || ('Failed (HTTP ' + r.res.status + ')')); return; }
+    var post = function (what, b) {
+      return call('/auth/' + what + '/email', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(b) });
+    };
+    var errorOf = function (r) {
+      return (r.body && ((r.body.error && r.body.error.message) || r.body.message)) || ('Failed (HTTP ' + r.res.status + ')');
+    };
+    // Sign-up answers alike whether or not the email already has an account; then sign in.
+    (kind === 'up' ? post('sign-up', body).then(function (r) {
+      if (!r.res.ok) return r;
+      return post('sign-in', { email: email, password: password }).then(function (s) {
+        if (s.res.status === 401) say('If this email already has an account, sign in with its password.');
+        return s.res.status === 401 ? null : s;
+      });
+    }) : post('sign-in', body)).then(function (r) {
+      if (!r) return;
+      if (!r.res.ok) { say(errorOf(r)); return; }
       $('password').value = '';
       say('', true);
       return showToken().then(function (ok) { if (!ok) say('Signed in, but no JWT could be obtained.'); });
@@ -102,6 +116,7 @@ export const SIGNIN_HTML = `<!doctype html>
 <form id="form">
 <label>Email <input id="email" type="email" autocomplete="username" required maxlength="254"></label>
 <label>Password (8 to 128 characters) <input id="password" type="password" autocomplete="current-password" required minlength="8" maxlength="128"></label>
+<p class="hint">${PASSWORD_RULES}</p>
 <label>Name (for a new account, optional) <input id="name" type="text" autocomplete="name" maxlength="64"></label>
 <div class="row"><button type="submit">Sign in</button><button type="button" id="signup" class="secondary">Create account</button></div>
 </form>

@@ -1,0 +1,267 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { eq, sql } from 'drizzle-orm';
+import { createService, type Service } from '../../src/server.ts';
+import { SIGNIN_ACCOUNT_LIMIT } from '../../src/http/identity.ts';
+import { authSession, authUser } from '../../src/store/auth-schema.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL, redisAvailable, testConfig } from '../helpers/env.ts';
+
+// The embedded identity provider (AUTH_ISSUER unset) of the real service: session tokens at
+// rest, logs and answers during a database outage, the cross-instance sign-in throttle, the
+// password policy and sign-up without account enumeration.
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+let ipSeq = 0;
+/** A fresh client address per call (better-auth's own per-address limit is 3 per 10 s). */
+const freshIp = () => `10.66.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
+
+async function post(svc: Service, url: string, payload: unknown, headers: Record<string, string> = {}) {
+  const r = await svc.app.inject({ method: 'POST', url, payload: payload as object, headers, remoteAddress: freshIp() });
+  let body: any;
+  try {
+    body = r.json();
+  } catch {
+    body = undefined;
+  }
+  return { status: r.statusCode, headers: r.headers, body, raw: r.body };
+}
+
+function capture(): { lines: string[]; stream: Writable } {
+  const lines: string[] = [];
+  return {
+    lines,
+    stream: new Writable({
+      write(c, _e, cb) {
+        lines.push(...c.toString().split('\n').filter(Boolean));
+        cb();
+      },
+    }),
+  };
+}
+
+describe('embedded identity provider on PGlite', () => {
+  let svc: Service;
+  before(async () => {
+    svc = await createService(testConfig(), { publicUrl: 'http://idp.hardening.test' });
+    await svc.app.ready();
+  });
+  after(() => svc?.stop());
+
+  test('weak passwords are refused at sign-up with a clear message, and no account is created', async () => {
+    const email = `weak.${Date.now()}@example.com`;
+    for (const password of ['aaaaaaaa', 'password', '12345678', 'qwertyuiop', email, 'Weakling Name']) {
+      const r = await post(svc, '/auth/sign-up/email', { name: 'Weakling Name', email, password });
+      assert.equal(r.status, 400, `${password}: ${r.raw}`);
+      assert.equal(r.body.code, 'PASSWORD_TOO_WEAK', password);
+      assert.match(r.body.message, /^Password (too weak|refused)/, password);
+      assert.match(r.body.message, /8 to 128 characters/, 'says what is accepted');
+    }
+    assert.equal((await svc.database.db.select().from(authUser).where(eq(authUser.email, email))).length, 0);
+    const ok = await post(svc, '/auth/sign-up/email', { name: 'Strong', email, password: 'violet tractor orbit 42' });
+    assert.equal(ok.status, 200, ok.raw);
+  });
+
+  test('sign-up for an existing email is indistinguishable from a new one (status and body shape), and changes nothing', async () => {
+    const email = `exists.${Date.now()}@example.com`;
+    const password = 'maple canyon ferry 7';
+    const first = await post(svc, '/auth/sign-up/email', { name: 'Erin', email, password });
+    const again = await post(svc, '/auth/sign-up/email', { name: 'Erin', email, password: 'another river stone 9' });
+    const fresh = await post(svc, '/auth/sign-up/email', { name: 'Erin', email: `new.${email}`, password });
+    const shape = (b: any): unknown =>
+      b && typeof b === 'object'
+        ? Object.fromEntries(
+            Object.keys(b)
+              .sort()
+              .map((k) => [k, shape(b[k])]),
+          )
+        : typeof b;
+    assert.equal(first.status, 200, first.raw);
+    assert.equal(again.status, fresh.status);
+    assert.deepEqual(shape(again.body), shape(fresh.body));
+    assert.equal(again.body.user.email, email);
+    assert.equal(again.headers['set-cookie'], fresh.headers['set-cookie']);
+    // The account keeps its password: the second sign-up did not take it over.
+    assert.equal((await post(svc, '/auth/sign-in/email', { email, password })).status, 200);
+    assert.equal((await post(svc, '/auth/sign-in/email', { email, password: 'another river stone 9' })).status, 401);
+  });
+
+  test('session tokens are stored as SHA-256 digests; bearer, cookie, /auth/token and sign-out still work', async () => {
+    const email = `digest.${Date.now()}@example.com`;
+    const password = 'harbor lantern quiet 5';
+    await post(svc, '/auth/sign-up/email', { name: 'Dee', email, password });
+    const signIn = await post(svc, '/auth/sign-in/email', { email, password });
+    assert.equal(signIn.status, 200, signIn.raw);
+    const token: string = signIn.body.token;
+    const rows = await svc.database.db.select().from(authSession).where(eq(authSession.userId, signIn.body.user.id));
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]!.token, sha256(token));
+    const dump = JSON.stringify((await svc.database.db.execute(sql`select * from auth_session`)) as unknown);
+    assert.ok(!dump.includes(token), 'no session token in auth_session');
+
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+    for (const headers of [
+      { authorization: `Bearer ${token}` },
+      { authorization: `Bearer ${signIn.headers['set-auth-token']}` },
+      { cookie },
+    ]) {
+      const r = await svc.app.inject({ method: 'GET', url: '/auth/token', headers });
+      assert.equal(r.statusCode, 200, r.body);
+    }
+    // A database reader who copies the digest gets nothing from it.
+    const stolen = await svc.app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${rows[0]!.token}` } });
+    assert.equal(stolen.statusCode, 401);
+    const out = await svc.app.inject({
+      method: 'POST',
+      url: '/auth/sign-out',
+      headers: { cookie, origin: 'http://idp.hardening.test' },
+      remoteAddress: freshIp(),
+    });
+    assert.equal(out.statusCode, 200, out.body);
+    assert.equal((await svc.app.inject({ method: 'GET', url: '/auth/token', headers: { cookie } })).statusCode, 401);
+    assert.equal(
+      (
+        await svc.database.db
+          .select()
+          .from(authSession)
+          .where(eq(authSession.token, sha256(token)))
+      ).length,
+      0,
+    );
+  });
+});
+
+const pgUp = await postgresAvailable();
+const redisUp = await redisAvailable();
+
+describe('embedded identity provider on PostgreSQL', () => {
+  test(
+    'no session token, key, password, SQL parameter or email in any table column or log line after a run with a database outage',
+    { skip: pgUp ? false : PG_SKIP },
+    async () => {
+      const db = await createTempPgDatabase();
+      const log = capture();
+      const svc = await createService(testConfig({ DATABASE_URL: db.url, AUTH_SECRET: 's'.repeat(40), LOG_LEVEL: 'info' }), {
+        logStream: log.stream,
+        publicUrl: 'http://idp.outage.test',
+      });
+      try {
+        await svc.app.ready();
+        const email = `outage.${Date.now()}@example.com`;
+        const password = 'copper meadow signal 8';
+        assert.equal((await post(svc, '/auth/sign-up/email', { name: 'Olga', email, password })).status, 200);
+        const signIn = await post(svc, '/auth/sign-in/email', { email, password });
+        assert.equal(signIn.status, 200, signIn.raw);
+        const session: string = signIn.body.token;
+        const signed = String(signIn.headers['set-auth-token']);
+        const tok = await svc.app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${session}` } });
+        assert.equal(tok.statusCode, 200, tok.body);
+        const jwt: string = tok.json().token;
+        const key = await svc.app.inject({
+          method: 'POST',
+          url: '/api/v1/keys/create',
+          headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+          payload: '{}',
+        });
+        assert.equal(key.statusCode, 201, key.body);
+        const apiKey: string = key.json().data.key;
+        await post(svc, '/auth/sign-in/email', { email, password: 'a wrong guess here' });
+
+        const secrets = { session, signed, apiKey, password, jwtSignature: jwt.split('.')[2]! };
+        const tables = (await svc.database.db.execute(
+          sql`select table_name from information_schema.tables where table_schema = 'public'`,
+        )) as unknown as { rows: { table_name: string }[] };
+        assert.ok(tables.rows.length >= 8);
+        for (const { table_name } of tables.rows) {
+          const dump = JSON.stringify(
+            ((await svc.database.db.execute(sql.raw(`select * from "${table_name}"`))) as unknown as { rows: unknown[] }).rows,
+          );
+          for (const [what, v] of Object.entries(secrets)) assert.ok(!dump.includes(v), `${what} found in ${table_name}`);
+        }
+
+        // The outage: the database goes away under the running service.
+        await db.drop();
+        const during = [
+          await post(svc, '/auth/sign-in/email', { email, password }),
+          await post(svc, '/auth/sign-up/email', { name: 'Olga', email: `x.${email}`, password }),
+          await svc.app.inject({ method: 'GET', url: '/auth/token', headers: { authorization: `Bearer ${session}` } }),
+          await svc.app.inject({ method: 'GET', url: '/auth/get-session', headers: { authorization: `Bearer ${signed}` } }),
+        ].map((r) => ('statusCode' in r ? { status: r.statusCode, body: r.json(), headers: r.headers } : r));
+        for (const r of during) {
+          assert.equal(r.status, 503, JSON.stringify(r.body));
+          assert.equal(r.body.status, 'error');
+          assert.equal(r.body.error.code, 'SERVICE_UNAVAILABLE');
+          assert.match(r.body.error.message, /try again/);
+          assert.ok(Number(r.headers['retry-after']) >= 1);
+        }
+
+        const lines = log.lines;
+        assert.ok(lines.length > 5, 'requests were logged');
+        for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `not JSON: ${line.slice(0, 200)}`);
+        const all = lines.join('\n');
+        for (const [what, v] of Object.entries(secrets)) assert.ok(!all.includes(v), `${what} found in the logs`);
+        assert.ok(!all.includes(email), 'email found in the logs');
+        assert.ok(!all.includes(sha256(session)), 'session digest (an SQL parameter) found in the logs');
+        assert.doesNotMatch(all, /params:|Failed query|select "|insert into/i, 'SQL in the logs');
+        assert.match(all, /identity provider: dependency unavailable/);
+      } finally {
+        await svc.stop().catch(() => {});
+        await db.drop().catch(() => {});
+      }
+    },
+  );
+});
+
+describe('sign-in throttle across two instances sharing PostgreSQL and Redis', () => {
+  const why = !pgUp ? PG_SKIP : !redisUp ? REDIS_SKIP : null;
+
+  test(
+    '12 guesses at one account from 12 addresses over two instances: 10 evaluated, then 429 with Retry-After',
+    { skip: why ?? false },
+    async () => {
+      const db = await createTempPgDatabase();
+      const cfg = testConfig({ DATABASE_URL: db.url, REDIS_URL, AUTH_SECRET: 't'.repeat(40) });
+      const [a, b] = await Promise.all([
+        createService(cfg, { publicUrl: 'http://idp.multi.test' }),
+        createService(cfg, { publicUrl: 'http://idp.multi.test' }),
+      ]);
+      try {
+        await Promise.all([a.app.ready(), b.app.ready()]);
+        const email = `victim.${Date.now()}.${process.pid}@example.com`;
+        const password = 'granite willow echo 3';
+        assert.equal((await post(a, '/auth/sign-up/email', { name: 'Vic', email, password })).status, 200);
+        const statuses: number[] = [];
+        let refused: Awaited<ReturnType<typeof post>> | undefined;
+        for (let i = 0; i < 12; i++) {
+          // Upper-case variants are the same account.
+          const r = await post(i % 2 ? a : b, '/auth/sign-in/email', {
+            email: i % 3 ? email : email.toUpperCase(),
+            password: `guess number ${i}`,
+          });
+          statuses.push(r.status);
+          if (r.status === 429) refused = r;
+        }
+        assert.equal(SIGNIN_ACCOUNT_LIMIT.points, 10);
+        assert.deepEqual(statuses, [...Array(10).fill(401), 429, 429]);
+        assert.ok(refused);
+        assert.equal(refused.body.status, 'error');
+        assert.equal(refused.body.error.code, 'RATE_LIMITED');
+        assert.match(refused.body.error.message, /Too many sign-in attempts for this account; try again in \d+ seconds/);
+        const retry = Number(refused.headers['retry-after']);
+        assert.ok(retry >= 1 && retry <= SIGNIN_ACCOUNT_LIMIT.durationSec, String(retry));
+        assert.equal(refused.body.error.details.retry_after_sec, retry);
+        // The right password is refused too while the account is throttled (the guess is never evaluated).
+        assert.equal((await post(a, '/auth/sign-in/email', { email, password })).status, 429);
+        // Another account is not affected.
+        const other = `other.${Date.now()}.${process.pid}@example.com`;
+        assert.equal((await post(b, '/auth/sign-up/email', { name: 'Oth', email: other, password })).status, 200);
+        assert.equal((await post(b, '/auth/sign-in/email', { email: other, password })).status, 200);
+      } finally {
+        await a.stop().catch(() => {});
+        await b.stop().catch(() => {});
+        await db.drop().catch(() => {});
+      }
+    },
+  );
+});
