@@ -62,6 +62,7 @@ export async function createService(
         services: core,
         access: core.access,
         ready: async () => ({ database: await pingDatabase(core.database.db), data: core.market.signalSeries.size > 0 }),
+        redisUp: () => (core.redis ? core.redis.status === 'ready' : null),
       },
       identity,
     );
