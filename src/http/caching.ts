@@ -69,7 +69,8 @@ export function applyCaching(
   reply.header('Cache-Control', cacheControl);
   if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
   const etag = etagOf(served, asOf);
-  reply.header('ETag', etag).header('Vary', 'Authorization');
+  const vary = reply.getHeader('vary');
+  reply.header('ETag', etag).header('Vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
   if (!ifNoneMatch(req.headers['if-none-match'], etag)) return false;
   reply.code(304).send();
   return true;
