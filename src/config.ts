@@ -82,6 +82,21 @@ const EnvSchema = z.object({
   DB_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(600),
   DB_LOCK_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(500),
   DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(10).max(600_000).default(5000),
+  /**
+   * Origins allowed to call /api/v1 from a browser (CORS): `*` (any; API keys and JWTs travel
+   * in the Authorization header, never in cookies) or a comma-separated list of origins such as
+   * `https://app.example.com,http://localhost:5173`.
+   */
+  CORS_ORIGINS: z
+    .string()
+    .min(1)
+    .refine(
+      (v) => v.trim() === '*' || v.split(',').every((o) => /^https?:\/\/[^/\s?#]+$/.test(o.trim())),
+      'must be * or a comma-separated list of origins like https://app.example.com (scheme and host, no path)',
+    )
+    .default('*'),
+  /** Serve Prometheus metrics at /metrics (`on`, `off`). */
+  METRICS: z.enum(['on', 'off'], { error: 'must be on or off' }).default('on'),
   /** How often per-key usage counters are written to the database, ms. */
   USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
 });

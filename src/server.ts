@@ -79,6 +79,7 @@ export async function createService(
           database: await bounded(() => pingDatabase(core.database.db), READY_CHECK_TIMEOUT_MS),
           data: core.market.signalSeries.size > 0,
         }),
+        redisUp: () => (core.redis ? core.redis.status === 'ready' : null),
       },
       identity,
     );

@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { maxHeaderSize } from 'node:http';
+import fastifyCompress from '@fastify/compress';
+import fastifyCors from '@fastify/cors';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
@@ -8,18 +11,22 @@ import type { EmbeddedIdentity } from '../auth/identity.ts';
 import type { Config } from '../config.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
-import { type Access, PUBLIC_UNMETERED } from '../services/access.ts';
+import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
+import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 import { OPERATIONS } from '../services/operations/index.ts';
 import { sendError, sendServiceError } from './envelope.ts';
+import { createClientErrorHandler } from './client-error.ts';
 import { createGuard } from './guard.ts';
+import { LANDING_CSP, landingHtml } from './landing-page.ts';
+import { HttpMetrics, PROTOCOL_ERROR } from './metrics.ts';
 import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
 import { v1Routes } from './routes/v1.ts';
 
 /** What the HTTP app is built from: the core's services and access rules (src/core.ts builds them). */
 export interface HttpDeps {
-  config: Pick<Config, 'TRUST_PROXY'>;
+  config: Pick<Config, 'TRUST_PROXY' | 'CORS_ORIGINS' | 'METRICS'>;
   /** The process logger; Fastify logs through it. */
   log: Logger;
   services: Services;
@@ -28,7 +35,23 @@ export interface HttpDeps {
   limiter?: TierRateLimiter;
   /** Readiness of the dependencies, for /readyz; each check must be bounded in time (src/server.ts: 800 ms). */
   ready(): Promise<{ database: boolean; data: boolean }>;
+  /** Whether Redis answers, or null when it is not configured (metrics). */
+  redisUp?(): boolean | null;
 }
+
+/** Response headers a browser script may read on /api/v1 (CORS). */
+const EXPOSED_HEADERS = [
+  'X-Request-Id',
+  'X-RateLimit-Limit',
+  'X-RateLimit-Remaining',
+  'X-RateLimit-Reset',
+  'X-Service-Tier',
+  'RateLimit',
+  'RateLimit-Policy',
+  'Retry-After',
+  'WWW-Authenticate',
+  'ETag',
+];
 
 /** Fastify's trustProxy from TRUST_PROXY: a list of addresses/CIDRs, or false. */
 function trustProxy(v: string | undefined): string[] | false {
@@ -55,6 +78,11 @@ const LOCATION: Record<string, string> = {
  */
 export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | null): Promise<FastifyInstance> {
   const asOf = deps.services.market.asOf;
+  const metrics =
+    deps.config.METRICS === 'on' ? new HttpMetrics(async () => ({ ...(await deps.ready()), redis: deps.redisUp?.() ?? null })) : null;
+  const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${ip}`));
+  // Used when the shared limiter does not answer in time for a protocol error: empty, i.e. full quota.
+  const fallbackLimiter = new TierRateLimiter(null);
   const app = Fastify({
     loggerInstance: deps.log,
     genReqId: () => randomUUID(),
@@ -64,6 +92,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     // Errors Fastify raises before routing (bad percent-encoding, a too long path parameter)
     // get the envelope too.
     frameworkErrors: (err, req, reply) => {
+      reply.header('X-Request-Id', req.id);
       const code = (err as { code?: string }).code;
       const message =
         code === 'FST_ERR_BAD_URL'
@@ -71,10 +100,23 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           : code === 'FST_ERR_MAX_PARAM_LENGTH'
             ? 'A path parameter is too long (at most 100 characters)'
             : null;
-      if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, asOf);
-      req.log.error({ err }, 'framework error');
-      return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
+      if (!message) req.log.error({ err }, 'framework error');
+      // Before routing the caller is not identified: the client address's limits (nothing counted).
+      void addressLimits(req.ip).then((limits) => {
+        reply.headers(rateLimitHeaders(limits));
+        if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, asOf);
+        return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
+      });
     },
+    // Requests the HTTP parser refuses (431, bad bytes) get the envelope too: src/http/client-error.ts.
+    clientErrorHandler: createClientErrorHandler({
+      log: deps.log,
+      asOf,
+      limits: (address) => addressLimits(address),
+      fallbackLimits: (address) => fallbackLimiter.peek(`ip:${address}`, 'unauthenticated'),
+      maxHeaderSize,
+      onAnswer: (status) => metrics?.observe('UNKNOWN', PROTOCOL_ERROR, status, 0),
+    }),
     // The pino Logger type is wider than Fastify's base logger type; the app is typed as the default instance.
   }) as unknown as FastifyInstance;
 
@@ -124,6 +166,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     return sendServiceError(req, reply, e, asOf);
   });
 
+  metrics?.install(app);
+
   const notFound = (req: FastifyRequest, reply: FastifyReply) =>
     sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf);
   app.setNotFoundHandler(notFound);
@@ -169,9 +213,22 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { url: '/api/v1/openapi.json' } as never });
 
-  const guard = createGuard(deps.access, asOf);
+  const guard = createGuard(deps.access, asOf, metrics ? (d) => metrics.decision(d) : undefined);
+  const origins = deps.config.CORS_ORIGINS.trim();
   await app.register(
     async (v1) => {
+      // CORS before the guard: a preflight is answered without touching the quota. No
+      // credentials mode: keys and JWTs travel in the Authorization header, never in cookies.
+      await v1.register(fastifyCors, {
+        origin: origins === '*' ? '*' : origins.split(',').map((o) => o.trim()),
+        methods: ['GET', 'HEAD', 'POST', 'DELETE'],
+        allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],
+        exposedHeaders: EXPOSED_HEADERS,
+        credentials: false,
+        maxAge: 600,
+      });
+      // gzip / brotli (quality 4) / deflate for answers over 1 KB, by Accept-Encoding.
+      await v1.register(fastifyCompress, { encodings: ['br', 'gzip', 'deflate'], threshold: 1024 });
       v1.addHook('onRequest', guard);
       // Its own handler so unknown /api/v1 routes pass the guard (rate-limit headers).
       v1.setNotFoundHandler(notFound);
@@ -183,6 +240,17 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
 
   if (identity) await identityRoutes(app, identity, deps.limiter);
 
+  const landing = landingHtml({ signIn: identity !== null, metrics: metrics !== null });
+  app.get('/', { schema: { hide: true } }, async (_req, reply) =>
+    reply
+      .type('text/html; charset=utf-8')
+      .header('content-security-policy', LANDING_CSP)
+      .header('cache-control', 'public, max-age=300')
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'no-referrer')
+      .header('x-content-type-options', 'nosniff')
+      .send(landing),
+  );
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
     const checks = await deps.ready();

@@ -73,7 +73,8 @@ export function sendError(
 ): FastifyReply {
   const error = details ? { code, message, details } : { code, message };
   const body = JSON.stringify({ status: 'error', data: null, error, meta: meta(req, false, asOf) });
-  return reply.code(status).type('application/json; charset=utf-8').send(body);
+  // Errors are never cached (a 429 or 401 is about this request, not the resource).
+  return reply.code(status).header('Cache-Control', 'no-store').type('application/json; charset=utf-8').send(body);
 }
 
 /** Sends a ServiceError as the error envelope with its status. */

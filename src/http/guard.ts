@@ -19,9 +19,10 @@ declare module 'fastify' {
  * The /api/v1 guard (an onRequest hook): a thin caller of the shared access rules
  * (services/access.ts) with the route's policy — authenticate, authorize, meter — that renders
  * refusals as the error envelope and sets the rate-limit headers on every response, whatever
- * its outcome: `WWW-Authenticate` on 401 (RFC 6750), `Retry-After` on 429.
+ * its outcome: `WWW-Authenticate` on 401 (RFC 6750), `Retry-After` on 429. `onDecision` is
+ * told each quota decision (metrics).
  */
-export function createGuard(access: Access, asOf: string | null) {
+export function createGuard(access: Access, asOf: string | null, onDecision?: (d: LimitDecision) => void) {
   function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
     reply.headers(rateLimitHeaders(limits));
     if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));
@@ -40,6 +41,7 @@ export function createGuard(access: Access, asOf: string | null) {
     const denied = access.authorize(auth.caller, policy);
     if (denied) return refuse(req, reply, denied, await access.peek(auth.caller));
     const metered = await access.meter(auth.caller, policy);
+    if (policy.quota !== 'none') onDecision?.(metered.limits);
     if (metered.error) return refuse(req, reply, metered.error, metered.limits);
     reply.headers(rateLimitHeaders(metered.limits));
     return undefined;

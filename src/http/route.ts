@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
 import type { Operation, Services } from '../services/operation.ts';
+import { applyCaching } from './caching.ts';
 import { ErrorEnvelopeSchema, sendOk } from './envelope.ts';
 import { successEnvelope } from './openapi.ts';
 
@@ -83,6 +84,7 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: s
         body: req.body,
       });
       const out = await op.run(services, req.caller, input as never);
+      if (applyCaching(req, reply, op, out, asOf)) return reply;
       return sendOk(req, reply, out.json, out.cached, asOf, status);
     },
   });

@@ -1,0 +1,77 @@
+import { createHash } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { nextUtcMidnight } from '../rate-limit/limiter.ts';
+import type { Operation } from '../services/operation.ts';
+
+/** Operation tags whose answers are market data (cacheable); everything else is per-user state. */
+const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
+
+/**
+ * The `Cache-Control` of an operation's success response at `now`:
+ * - market data (tags signals, regime, chains, assets): `public` for public operations,
+ *   `private` for key-only ones (the signal history), with `max-age` = the seconds until the
+ *   next 00:00 UTC, when a live deployment computes the next day (at least 60 s). The bundled
+ *   dataset never changes while the process runs; a restart with new data or a new AS_OF
+ *   happens at a day boundary at the earliest in a daily-ingest deployment, and the ETag
+ *   changes with the data, so a revalidation after max-age is cheap (304).
+ * - keys and theses: `no-store` (secrets and per-user state are never cached).
+ * Every cacheable answer also gets `Vary: Authorization` (tiers differ only in headers).
+ */
+export function cacheControlOf(op: Operation, now = new Date()): string {
+  if (!MARKET_TAGS.has(op.tag)) return 'no-store';
+  const maxAge = Math.max(60, Math.floor((nextUtcMidnight(now).getTime() - now.getTime()) / 1000));
+  return `${op.policy.name === 'public' ? 'public' : 'private'}, max-age=${maxAge}`;
+}
+
+const etags = new WeakMap<object, string>();
+
+/**
+ * A weak entity tag (RFC 9110 section 8.8.3) of an answer's data: the SHA-1 of the data JSON and
+ * the as-of day, base64url, memoized per answer object. Weak because the envelope around the
+ * data (`meta.timestamp`, `meta.request_id`) and the content coding differ between responses
+ * that carry the same data.
+ */
+export function etagOf(served: { json: string }, asOf: string | null): string {
+  let tag = etags.get(served);
+  if (!tag) {
+    tag = `W/"${createHash('sha1')
+      .update(asOf ?? '')
+      .update('\n')
+      .update(served.json)
+      .digest('base64url')}"`;
+    etags.set(served, tag);
+  }
+  return tag;
+}
+
+/** Whether `If-None-Match` (a list of entity tags, or `*`) matches `etag` by weak comparison. */
+export function ifNoneMatch(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  if (header.trim() === '*') return true;
+  const opaque = etag.replace(/^W\//, '');
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === opaque);
+}
+
+/**
+ * Sets the caching headers of a successful operation response and answers 304 Not Modified
+ * (no body, the rate-limit headers kept) when the request's `If-None-Match` matches the
+ * data's ETag. Only GET/HEAD market-data answers get an ETag; the others get `no-store`.
+ * @returns true when a 304 was sent.
+ */
+export function applyCaching(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  op: Operation,
+  served: { json: string },
+  asOf: string | null,
+): boolean {
+  const cacheControl = cacheControlOf(op);
+  reply.header('Cache-Control', cacheControl);
+  if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+  const etag = etagOf(served, asOf);
+  const vary = reply.getHeader('vary');
+  reply.header('ETag', etag).header('Vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
+  if (!ifNoneMatch(req.headers['if-none-match'], etag)) return false;
+  reply.code(304).send();
+  return true;
+}

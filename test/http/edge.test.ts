@@ -1,0 +1,161 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { gunzipSync } from 'node:zlib';
+import { harnessUnavailable, startHarness, type Harness } from '../helpers/harness.ts';
+
+/**
+ * The HTTP edge: CORS for browser clients (CORS_ORIGINS), compression, ETag / 304 and
+ * Cache-Control, Prometheus /metrics, and the landing page at `/`.
+ */
+
+const SKIP = (await harnessUnavailable()) ?? undefined;
+const ALLOWED = 'https://app.example.com';
+let h: Harness;
+
+before(async () => {
+  if (SKIP) return;
+  h = await startHarness({ config: { CORS_ORIGINS: `${ALLOWED},http://localhost:5173` } });
+});
+after(async () => h?.stop());
+
+describe('CORS', { skip: SKIP }, () => {
+  test('preflight from an allowed origin: methods, Authorization allowed, no credentials, no quota used', async () => {
+    const ip = h.freshIp();
+    const r = await h.request('OPTIONS', '/api/v1/signals', {
+      ip,
+      headers: { origin: ALLOWED, 'access-control-request-method': 'GET', 'access-control-request-headers': 'authorization' },
+    });
+    assert.equal(r.status, 204);
+    assert.equal(r.headers['access-control-allow-origin'], ALLOWED);
+    assert.match(String(r.headers['access-control-allow-methods']), /GET/);
+    assert.match(String(r.headers['access-control-allow-headers']), /Authorization/i);
+    assert.equal(r.headers['access-control-allow-credentials'], undefined);
+    const after = await h.request('GET', '/api/v1/assets', { ip });
+    assert.equal(after.headers['x-ratelimit-remaining'], '9', 'the preflight consumed no quota');
+  });
+
+  test('an allowed origin may read the answer and the rate-limit headers', async () => {
+    const r = await h.request('GET', '/api/v1/assets', { headers: { origin: ALLOWED } });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['access-control-allow-origin'], ALLOWED);
+    assert.match(String(r.headers['access-control-expose-headers']), /X-RateLimit-Remaining/);
+    assert.match(String(r.headers['access-control-expose-headers']), /X-Request-Id/);
+    assert.match(String(r.headers.vary), /Origin/);
+  });
+
+  test('another origin gets no Access-Control-Allow-Origin (the browser refuses)', async () => {
+    const pre = await h.request('OPTIONS', '/api/v1/signals', {
+      headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' },
+    });
+    assert.equal(pre.headers['access-control-allow-origin'], undefined);
+    const r = await h.request('GET', '/api/v1/assets', { headers: { origin: 'https://evil.example' } });
+    assert.equal(r.headers['access-control-allow-origin'], undefined);
+  });
+});
+
+describe('compression and caching', { skip: SKIP }, () => {
+  test('gzip with Accept-Encoding: gzip; identity without', async () => {
+    const { key } = await h.keyFor('pro');
+    const plain = await h.request('GET', '/api/v1/signals?include_factors=true', { token: key });
+    assert.equal(plain.status, 200);
+    assert.equal(plain.headers['content-encoding'], undefined);
+    const res = await h.app.inject({
+      method: 'GET',
+      url: '/api/v1/signals?include_factors=true',
+      headers: { authorization: `Bearer ${key}`, 'accept-encoding': 'gzip' },
+    });
+    assert.equal(res.headers['content-encoding'], 'gzip');
+    assert.match(String(res.headers.vary), /Accept-Encoding/i);
+    const body = JSON.parse(gunzipSync(res.rawPayload).toString('utf8'));
+    assert.equal(body.status, 'ok');
+    console.log(`/signals?include_factors=true: ${Buffer.byteLength(plain.raw)} bytes identity, ${res.rawPayload.length} bytes gzip`);
+    assert.ok(res.rawPayload.length < Buffer.byteLength(plain.raw) / 3);
+  });
+
+  test('market data: weak ETag, public Cache-Control until the next UTC midnight, Vary: Authorization; 304 on If-None-Match', async () => {
+    const { key } = await h.keyFor('pro');
+    const r = await h.request('GET', '/api/v1/regime', { token: key });
+    assert.equal(r.status, 200);
+    const etag = String(r.headers.etag);
+    assert.match(etag, /^W\/"[\w-]+"$/);
+    const m = /^public, max-age=(\d+)$/.exec(String(r.headers['cache-control']));
+    assert.ok(m, String(r.headers['cache-control']));
+    const now = new Date();
+    const untilMidnight = (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000;
+    assert.ok(Number(m[1]) <= Math.max(60, untilMidnight) && Number(m[1]) >= 1);
+    assert.match(String(r.headers.vary), /Authorization/);
+
+    const again = await h.request('GET', '/api/v1/regime', { token: key });
+    assert.equal(again.headers.etag, etag, 'same data, same ETag (meta differs)');
+    const notModified = await h.request('GET', '/api/v1/regime', { token: key, headers: { 'if-none-match': `"x", ${etag}` } });
+    assert.equal(notModified.status, 304);
+    assert.equal(notModified.raw, '');
+    assert.equal(notModified.headers.etag, etag);
+    assert.ok(notModified.headers['x-ratelimit-remaining'], 'a 304 keeps the rate-limit headers');
+    const changed = await h.request('GET', '/api/v1/regime', { token: key, headers: { 'if-none-match': 'W/"other"' } });
+    assert.equal(changed.status, 200);
+  });
+
+  test('signal history (key only) is private; keys, theses and errors are no-store', async () => {
+    const pro = await h.keyFor('pro');
+    const hist = await h.request('GET', '/api/v1/signal-history/BTC?days=7', { token: pro.key });
+    assert.equal(hist.status, 200, hist.raw);
+    assert.match(String(hist.headers['cache-control']), /^private, max-age=\d+$/);
+    const keys = await h.request('GET', '/api/v1/keys', { token: pro.jwt });
+    assert.equal(keys.status, 200, keys.raw);
+    assert.equal(keys.headers['cache-control'], 'no-store');
+    assert.equal(keys.headers.etag, undefined);
+    const theses = await h.request('GET', '/api/v1/thesis', { token: pro.key });
+    assert.equal(theses.status, 200, theses.raw);
+    assert.equal(theses.headers['cache-control'], 'no-store');
+    const missing = await h.request('GET', '/api/v1/signals/NOPE', { token: pro.key });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.headers['cache-control'], 'no-store');
+  });
+});
+
+describe('metrics and landing page', { skip: SKIP }, () => {
+  test('/metrics counts requests by route template and status, limiter decisions and dependency health', async () => {
+    const ip = h.freshIp();
+    for (let i = 0; i < 6; i++) await h.request('GET', '/api/v1/signals/BTC', { ip });
+    await h.request('GET', '/api/v1/signals/NOPE');
+    const r = await h.request('GET', '/metrics');
+    assert.equal(r.status, 200);
+    assert.match(String(r.headers['content-type']), /^text\/plain; version=0\.0\.4/);
+    const line = (re: RegExp) => r.raw.split('\n').find((l) => re.test(l));
+    const ok = line(/^http_requests_total\{method="GET",route="\/api\/v1\/signals\/:asset",status_code="200"\} \d+/);
+    assert.ok(ok && Number(ok.split(' ')[1]) >= 5, ok);
+    assert.ok(line(/^http_requests_total\{method="GET",route="\/api\/v1\/signals\/:asset",status_code="429"\} [1-9]/));
+    assert.ok(line(/^http_requests_total\{method="GET",route="\/api\/v1\/signals\/:asset",status_code="404"\} [1-9]/));
+    assert.ok(line(/^http_request_duration_seconds_bucket\{le="0\.1",method="GET",route="\/api\/v1\/signals\/:asset",status_code="200"\}/));
+    assert.ok(line(/^rate_limit_decisions_total\{tier="unauthenticated",decision="limited"\} [1-9]/));
+    assert.ok(line(/^rate_limit_decisions_total\{tier="unauthenticated",decision="allowed"\} [1-9]/));
+    assert.ok(line(/^dependency_up\{dependency="database"\} 1$/));
+    assert.ok(line(/^dependency_up\{dependency="data"\} 1$/));
+    assert.equal(line(/dependency="redis"/), undefined, 'Redis is not configured: no series');
+    assert.doesNotMatch(r.raw, /svc_live_|10\.\d+\.\d+\.\d+/, 'no key or address in the labels');
+  });
+
+  test('/ is an HTML page with a CSP and links to sign-in, the reference, OpenAPI and the status', async () => {
+    const r = await h.request('GET', '/');
+    assert.equal(r.status, 200);
+    assert.match(String(r.headers['content-type']), /^text\/html/);
+    assert.match(String(r.headers['content-security-policy']), /default-src 'none'/);
+    assert.doesNotMatch(r.raw, /<script|https?:\/\//, 'no script, no CDN');
+    for (const href of ['/docs', '/api/v1/openapi.json', '/readyz', '/metrics']) assert.ok(r.raw.includes(`href="${href}"`), href);
+    // This harness uses an external identity provider: no /signin link, a pointer to key creation instead.
+    assert.ok(r.raw.includes('/api/v1/keys/create'));
+  });
+});
+
+describe('METRICS=off', { skip: SKIP }, () => {
+  test('/metrics is a 404 and the landing page does not link it', async () => {
+    const off = await startHarness({ config: { METRICS: 'off' } });
+    try {
+      assert.equal((await off.request('GET', '/metrics')).status, 404);
+      assert.ok(!(await off.request('GET', '/')).raw.includes('/metrics'));
+    } finally {
+      await off.stop();
+    }
+  });
+});
