@@ -9,7 +9,6 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EmbeddedIdentity } from '../auth/identity.ts';
 import type { Config } from '../config.ts';
-import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
 import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
