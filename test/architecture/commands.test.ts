@@ -81,7 +81,9 @@ test('mcp --stdio serves tools without loading Fastify or the identity provider'
     stderr: 'pipe',
   });
   const client = new Client({ name: 'commands-test', version: '1.0.0' });
-  await client.connect(transport);
+  // The stdio server builds its core (database, dataset, backfill) before it answers
+  // `initialize`: allow more than the SDK's 60 s default on a loaded machine.
+  await client.connect(transport, { timeout: 240_000 });
   try {
     const { tools } = await client.listTools();
     assert.equal(tools.length, 6);

@@ -20,7 +20,9 @@ async function stdioClient(env: Record<string, string>): Promise<Client> {
     stderr: 'pipe',
   });
   const client = new Client({ name: 'mcp-stdio-test', version: '1.0.0' });
-  await client.connect(transport);
+  // The stdio server builds its core (database, dataset, backfill) before it answers
+  // `initialize`: allow more than the SDK's 60 s default on a loaded machine.
+  await client.connect(transport, { timeout: 240_000 });
   return client;
 }
 
