@@ -1,126 +1,205 @@
 #!/usr/bin/env node
-import { parseArgs } from 'node:util';
-import { PLAN_TIERS } from './auth/tiers.ts';
-import { type Config, ConfigError, loadConfig } from './config.ts';
-import { createCore, prepareCore } from './core.ts';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Argument, Command, CommanderError, Option } from 'commander';
+import { AdminChannelError, adminSocketPath, requestSetTier } from './admin/channel.ts';
+import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
+import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
+import { createCore, logPhase, prepareCore } from './core.ts';
 import { ServiceError } from './errors.ts';
-import { DatabaseInUseError } from './store/db.ts';
+import { DataValidationError } from './providers/port.ts';
+import { DatabaseInUseError, openDatabase } from './store/db.ts';
+import { UserRepo } from './store/user-repo.ts';
 
-const USAGE = `Usage: npm run cli -- <command> [options]
+/*
+ * The command line (commander): `serve` (default), `mcp --stdio`, `backfill`,
+ * `users set-tier EMAIL TIER`, `help [command]`, `--version`. Usage errors (unknown command or
+ * option, missing or invalid argument) exit with code 2, run-time failures with 1.
+ */
 
-Commands:
-  serve                 Run the HTTP service (REST /api/v1, /docs) — what \`npm start\` does
-  mcp --stdio           Serve the six MCP tools over stdio for local clients; the API key
-                        comes from MARKET_INTEL_API_KEY (unset = unauthenticated tier)
-  backfill              Compute and store the signal history, then exit
-  users set-tier EMAIL TIER
-                        Set a user's plan (free | pro | api); every key of the user reports it
+/** Exit code of a usage error (unknown command or option, bad argument). */
+const USAGE_ERROR = 2;
 
-Options (each overrides the environment variable of the same name):
-  --as-of YYYY-MM-DD    Serve the state as of this UTC day (AS_OF)
-  --port N              Port (PORT)
-  --host ADDR           Interface (HOST)
-  --data-dir DIR        Dataset folder (DATA_DIR)
-`;
+/** The flags every command accepts; each overrides the environment variable of the same name. */
+interface GlobalFlags {
+  asOf?: string;
+  port?: string;
+  host?: string;
+  dataDir?: string;
+}
 
-function config(values: Record<string, string | boolean | undefined>): Config {
-  const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+/** The configuration from the environment, with the command-line flags taking precedence. */
+function config(flags: GlobalFlags): Config {
   const overrides: Partial<Record<keyof Config, string>> = {};
-  if (str('as-of')) overrides.AS_OF = str('as-of');
-  if (str('port')) overrides.PORT = str('port');
-  if (str('host')) overrides.HOST = str('host');
-  if (str('data-dir')) overrides.DATA_DIR = str('data-dir');
+  if (flags.asOf) overrides.AS_OF = flags.asOf;
+  if (flags.port) overrides.PORT = flags.port;
+  if (flags.host) overrides.HOST = flags.host;
+  if (flags.dataDir) overrides.DATA_DIR = flags.dataDir;
   return loadConfig(process.env, overrides);
 }
 
-async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    strict: true,
-    options: {
-      'as-of': { type: 'string' },
-      port: { type: 'string' },
-      host: { type: 'string' },
-      'data-dir': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-      stdio: { type: 'boolean' },
-    },
-  });
-  const cmd = positionals[0] ?? 'serve';
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return;
+const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string }).version;
+
+async function serve(cfg: Config): Promise<void> {
+  // Only `serve` loads the HTTP stack (Fastify, the identity provider).
+  const { createService } = await import('./server.ts');
+  const svc = await createService(cfg);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    svc.app.log.info({ signal }, 'shutting down');
+    await svc.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  const t = performance.now();
+  const address = await svc.app.listen({ port: cfg.PORT, host: cfg.HOST });
+  logPhase(svc.log, 'listen', `listening at ${address}`, t, { address });
+  svc.app.log.info({ as_of: svc.market.asOf, database: svc.database.kind, address }, 'market-intelligence service ready');
+}
+
+async function mcpStdio(cfg: Config): Promise<void> {
+  const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
+  // stdout carries the protocol: logs (start-up progress included) go to stderr.
+  const core = await createCore(cfg, { logStream: process.stderr });
+  try {
+    await prepareCore(core);
+    await runStdio(
+      { services: core, access: core.access, log: core.log, asOf: core.market.asOf, onClose: () => core.stop() },
+      process.env[STDIO_KEY_ENV] || undefined,
+    );
+  } catch (err) {
+    await core.stop().catch(() => {});
+    throw err;
   }
-  const cfg = config(values);
-  if (cmd === 'serve') {
-    // Only `serve` loads the HTTP stack (Fastify, the identity provider).
-    const { createService } = await import('./server.ts');
-    const svc = await createService(cfg);
-    let stopping = false;
-    const stop = async (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      svc.app.log.info({ signal }, 'shutting down');
-      await svc.stop();
-      process.exit(0);
-    };
-    process.on('SIGINT', () => void stop('SIGINT'));
-    process.on('SIGTERM', () => void stop('SIGTERM'));
-    await svc.app.listen({ port: cfg.PORT, host: cfg.HOST });
-    svc.app.log.info({ as_of: svc.market.asOf, database: svc.database.kind }, 'market-intelligence service ready');
-    return;
+}
+
+async function backfill(cfg: Config): Promise<void> {
+  const core = await createCore(cfg);
+  try {
+    await prepareCore(core);
+  } finally {
+    await core.stop();
   }
-  if (cmd === 'mcp') {
-    if (!values.stdio) {
-      process.stderr.write('The HTTP MCP server runs inside `npm start` at /mcp; for stdio use: npm run cli -- mcp --stdio\n');
-      process.exit(2);
-    }
-    const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
-    // stdout carries the protocol: logs go to stderr.
-    const core = await createCore(cfg, { logStream: process.stderr });
+}
+
+/**
+ * Sets the plan tier of every user registered with `email`. Needs only the database: on
+ * PostgreSQL it connects beside a running service (which reads the tier per request); on
+ * PGlite it opens the database, or, when a running service holds it, asks that service over
+ * its admin channel (which also evicts the service's key cache).
+ * @returns the number of users changed.
+ */
+async function setTier(cfg: Config, email: string, tier: PlanTier): Promise<{ users: number; via: string }> {
+  let database;
+  try {
+    database = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
+  } catch (err) {
+    if (!(err instanceof DatabaseInUseError)) throw err;
+    const socket = adminSocketPath(cfg.PGLITE_DIR);
     try {
-      await prepareCore(core);
-      await runStdio(
-        { services: core, access: core.access, log: core.log, asOf: core.market.asOf, onClose: () => core.stop() },
-        process.env[STDIO_KEY_ENV] || undefined,
-      );
-    } catch (err) {
-      await core.stop().catch(() => {});
-      throw err;
+      return { users: await requestSetTier(socket, email, tier), via: 'the running service' };
+    } catch (e) {
+      if (!(e instanceof AdminChannelError)) throw e;
+      throw new DatabaseInUseError(`${err.message}\nThe running service could not be asked instead: ${e.message}.`);
     }
-    return;
   }
-  if (cmd === 'backfill') {
-    const core = await createCore(cfg);
-    try {
-      await prepareCore(core);
-    } finally {
-      await core.stop();
-    }
-    return;
+  try {
+    return { users: await new UserRepo(database.db).setTierByEmail(email, tier), via: database.kind };
+  } finally {
+    await database.close();
   }
-  if (cmd === 'users' && positionals[1] === 'set-tier') {
-    const [email, tier] = positionals.slice(2);
-    const plan = PLAN_TIERS.find((t) => t === tier);
-    if (!email || !plan) {
-      process.stderr.write(`Usage: npm run cli -- users set-tier EMAIL ${PLAN_TIERS.join('|')}\n`);
-      process.exit(2);
-    }
-    const core = await createCore(cfg);
-    try {
-      // Through KeyService, so cached key look-ups of this process are evicted too.
-      const n = await core.keys.setTier(email, plan);
-      if (n === 0) {
-        process.stderr.write(`No user with email ${email} (a user appears after their first key creation or thesis).\n`);
+}
+
+/** Why nobody was found with this email, and what identifies a user. */
+function noUserMessage(cfg: Config, email: string): string {
+  if (cfg.AUTH_ISSUER)
+    return (
+      `No user with email ${email}. With an external identity provider (AUTH_ISSUER=${cfg.AUTH_ISSUER}), a user is identified ` +
+      "by the JWT's `sub` and this service learns of them (and their `email` claim) at their first key or thesis: " +
+      'ask them to sign in and create a key (POST /api/v1/keys/create), then run this command again.'
+    );
+  return (
+    `No user with email ${email}: nobody has signed up with it on the embedded identity provider ` +
+    '(POST /auth/sign-up/email or /signin). Check the spelling, or ask the user to sign up first.'
+  );
+}
+
+/** Builds the command tree; `run` receives each command's action. */
+function program(): Command {
+  const prog = new Command('market-intel')
+    .description('Crypto market-intelligence service: REST /api/v1, MCP, and operator commands.')
+    .usage('<command> [options]   (npm run cli -- <command>; npm start = serve)')
+    .version(VERSION, '-v, --version', 'print the version and exit')
+    .helpOption('-h, --help', 'show help')
+    .helpCommand('help [command]', 'show help for a command')
+    .addOption(new Option('--as-of <YYYY-MM-DD>', 'serve the state as of this UTC day (AS_OF)'))
+    .addOption(new Option('--port <n>', 'port to listen on (PORT)'))
+    .addOption(new Option('--host <addr>', 'interface to listen on: IP address or host name (HOST)'))
+    .addOption(new Option('--data-dir <dir>', 'dataset folder (DATA_DIR)'))
+    .showHelpAfterError('(run `npm run cli -- help` for usage)')
+    .showSuggestionAfterError(true)
+    .exitOverride();
+  const flags = (cmd: Command) => cmd.optsWithGlobals<GlobalFlags>();
+
+  prog
+    .command('serve')
+    .description('run the HTTP service (REST /api/v1, /docs, /mcp); what `npm start` does')
+    .action((_opts, cmd: Command) => serve(config(flags(cmd))));
+
+  prog
+    .command('mcp')
+    .description('serve the six MCP tools over stdio for local clients (API key from MARKET_INTEL_API_KEY; unset = unauthenticated tier)')
+    .option('--stdio', 'use stdio (required: HTTP MCP is part of `serve`, at /mcp)')
+    .action(async (opts: { stdio?: boolean }, cmd: Command) => {
+      if (!opts.stdio)
+        cmd.error('error: the HTTP MCP server runs inside `npm start` at /mcp; for stdio use: npm run cli -- mcp --stdio', {
+          exitCode: USAGE_ERROR,
+          code: 'mcp.stdio',
+        });
+      await mcpStdio(config(flags(cmd)));
+    });
+
+  prog
+    .command('backfill')
+    .description('compute and store the signal history, then exit')
+    .action((_opts, cmd: Command) => backfill(config(flags(cmd))));
+
+  const users = prog.command('users').description('manage users').helpCommand('help [command]', 'show help for a command');
+  users
+    .command('set-tier')
+    .description(
+      "set a user's plan; every key of the user reports it from its next request. Works for any registered email, " +
+        'also while the service runs (PostgreSQL: directly; embedded PGlite: through the running service)',
+    )
+    .addArgument(new Argument('<email>', "the user's email"))
+    .addArgument(new Argument('<tier>', 'the plan').choices(PLAN_TIERS))
+    .action(async (email: string, tier: PlanTier, _opts, cmd: Command) => {
+      const cfg = config(flags(cmd));
+      const r = await setTier(cfg, email, tier);
+      if (r.users === 0) {
+        process.stderr.write(`${noUserMessage(cfg, email)}\n`);
         process.exitCode = 1;
-      } else process.stdout.write(`${email}: tier set to ${plan}\n`);
-    } finally {
-      await core.stop();
+      } else process.stdout.write(`${email}: tier set to ${tier}${r.via === 'the running service' ? ' (by the running service)' : ''}\n`);
+    });
+  return prog;
+}
+
+async function main(): Promise<void> {
+  try {
+    const args = process.argv.slice(2);
+    // No command (nothing, or only the global flags) runs `serve`, as before.
+    if (args.length === 0 || /^--(as-of|port|host|data-dir)(=|$)/.test(args[0]!)) args.unshift('serve');
+    await program().parseAsync(args, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Commander has printed the help, the version or the error already.
+      process.exit(err.exitCode === 0 ? 0 : USAGE_ERROR);
     }
-    return;
+    throw err;
   }
-  process.stderr.write(`Unknown command '${cmd}'.\n\n${USAGE}`);
-  process.exit(2);
 }
 
 main().catch((err: unknown) => {
@@ -128,8 +207,8 @@ main().catch((err: unknown) => {
     err instanceof ConfigError ||
     err instanceof DatabaseInUseError ||
     err instanceof ServiceError ||
-    err instanceof RangeError ||
-    (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    err instanceof DataValidationError ||
+    err instanceof RangeError
   ) {
     process.stderr.write(`${(err as Error).message}\n`);
   } else {

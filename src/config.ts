@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { accessSync, constants, statSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
@@ -6,6 +8,63 @@ import path from 'node:path';
 export const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 const isoDate = /^\d{4}-\d{2}-\d{2}$/;
+
+/** An RFC 1123 host name (labels of letters, digits and hyphens, not starting or ending with a hyphen). */
+const HOST_NAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+
+/**
+ * Why `v` is not a usable listening address (an IPv4/IPv6 address or a host name), or null.
+ * A dotted all-numeric value is judged as an IPv4 address (`999.1.1.1` is not a host name).
+ */
+function hostProblem(v: string): string | null {
+  if (isIP(v)) return null;
+  if (/^[\d.]+$/.test(v)) return `'${v}' is not a valid IPv4 address (each of the four parts is 0..255); use e.g. 127.0.0.1, 0.0.0.0 or ::`;
+  if (!HOST_NAME.test(v)) return `'${v}' is neither an IP address nor a host name; use e.g. 127.0.0.1, 0.0.0.0, :: or localhost`;
+  return null;
+}
+
+/** Why one TRUST_PROXY entry is not an IP address or CIDR block (`10.0.0.0/8`, `fd00::/8`), or null. */
+function proxyEntryProblem(entry: string): string | null {
+  const [addr, prefix, extra] = entry.split('/');
+  const family = isIP(addr ?? '');
+  if (!family || extra !== undefined) return `'${entry}' is not an IP address or CIDR block`;
+  if (prefix === undefined) return null;
+  const max = family === 4 ? 32 : 128;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > max) return `'${entry}' has an invalid prefix length (0..${max})`;
+  return null;
+}
+
+/**
+ * Why `dir` is not a readable folder holding the dataset (the `prices/` folder and
+ * `fear_greed.csv`, see data/SOURCES.md), or null.
+ */
+function dataDirProblem(dir: string): string | null {
+  const readable = (p: string, kind: 'dir' | 'file'): boolean => {
+    try {
+      const st = statSync(p);
+      if (kind === 'dir' ? !st.isDirectory() : !st.isFile()) return false;
+      accessSync(p, constants.R_OK | (kind === 'dir' ? constants.X_OK : 0));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!readable(dir, 'dir')) return `'${dir}' is not an existing, readable folder; unset it to use the bundled dataset (data/)`;
+  for (const [rel, kind] of [
+    ['prices', 'dir'],
+    ['fear_greed.csv', 'file'],
+  ] as const)
+    if (!readable(path.join(dir, rel), kind))
+      return `'${dir}' does not hold the dataset (no readable ${rel}${kind === 'dir' ? '/' : ''}); point it at a folder laid out like data/ (see data/SOURCES.md) or unset it`;
+  return null;
+}
+
+/** A zod string checked by `problem` (null = valid), the message carrying what to do. */
+const checked = (problem: (v: string) => string | null) =>
+  z.string().superRefine((v, ctx) => {
+    const p = problem(v);
+    if (p) ctx.addIssue({ code: 'custom', message: p });
+  });
 
 /**
  * The environment schema. Every variable is optional and has a default that runs the
@@ -18,7 +77,8 @@ const EnvSchema = z.object({
     .min(0, { error: 'must be a port number 0..65535' })
     .max(65535, { error: 'must be a port number 0..65535' })
     .default(3000),
-  HOST: z.string().min(1).default('127.0.0.1'),
+  /** Interface to listen on: an IPv4/IPv6 address or a host name. */
+  HOST: checked(hostProblem).default('127.0.0.1'),
   /** PostgreSQL URL; when unset the embedded PGlite database in PGLITE_DIR is used. */
   DATABASE_URL: z
     .string()
@@ -30,7 +90,7 @@ const EnvSchema = z.object({
     .min(1)
     .default(path.join(ROOT_DIR, '.data', 'pglite')),
   /** Folder of the market dataset (see data/SOURCES.md). */
-  DATA_DIR: z.string().min(1).default(path.join(ROOT_DIR, 'data')),
+  DATA_DIR: checked(dataDirProblem).default(path.join(ROOT_DIR, 'data')),
   /** Serve the state as of this UTC day (YYYY-MM-DD); default: the newest date in the dataset. */
   AS_OF: z
     .string()
@@ -47,7 +107,12 @@ const EnvSchema = z.object({
    * Proxies whose X-Forwarded-For is trusted (comma-separated IPs or CIDRs, e.g.
    * `127.0.0.1,10.0.0.0/8`); unset = the socket address is the client.
    */
-  TRUST_PROXY: z.string().min(1).optional(),
+  TRUST_PROXY: checked((v) => {
+    const entries = v.split(',').map((s) => s.trim());
+    if (entries.some((e) => e === '')) return `'${v}' has an empty entry; list IPs or CIDRs separated by commas, e.g. 127.0.0.1,10.0.0.0/8`;
+    const bad = entries.map(proxyEntryProblem).filter((p) => p !== null);
+    return bad.length ? `${bad.join('; ')}; list IPs or CIDRs separated by commas, e.g. 127.0.0.1,10.0.0.0/8` : null;
+  }).optional(),
   /** Public origin of this service (issuer of the embedded identity provider's JWTs). */
   PUBLIC_URL: z.string().url('must be a URL like http://127.0.0.1:3000').optional(),
   /**
@@ -126,7 +191,9 @@ export function loadConfig(
   const parsed = EnvSchema.safeParse(raw);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
-    throw new ConfigError(`Invalid configuration:\n  ${lines.join('\n  ')}`);
+    throw new ConfigError(
+      `Invalid configuration:\n  ${lines.join('\n  ')}\nFix ${lines.length > 1 ? 'these variables' : 'this variable'} in the environment (or its command-line flag, e.g. --host for HOST) and start again.`,
+    );
   }
   return parsed.data;
 }

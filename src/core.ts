@@ -5,6 +5,7 @@ import type { Config } from './config.ts';
 import { loggableError } from './errors.ts';
 import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
+import type { MarketDataProvider } from './providers/port.ts';
 import { TierRateLimiter } from './rate-limit/limiter.ts';
 import { Access } from './services/access.ts';
 import { KeyService } from './services/keys.ts';
@@ -57,6 +58,17 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
     },
     (stream ?? process.stdout) as pino.DestinationStream,
   );
+}
+
+/**
+ * Logs one start-up phase as a JSON line: `{phase, ms, ...extra, msg: 'start-up: <what>'}`,
+ * `ms` being the phase's wall-clock duration since `t0` (a `performance.now()` value).
+ * @returns the current `performance.now()`, the start of the next phase.
+ */
+export function logPhase(log: Logger, phase: string, what: string, t0: number, extra: Record<string, unknown> = {}): number {
+  const now = performance.now();
+  log.info({ phase, ms: Math.round(now - t0), ...extra }, `start-up: ${what}`);
+  return now;
 }
 
 /** How often the Redis connection is probed for a stall (PING), ms. */
@@ -113,6 +125,11 @@ function connectRedis(url: string, log: Logger, t: { commandTimeout: number; con
  */
 export async function createCore(config: Config, opts: { logStream?: NodeJS.WritableStream; log?: Logger } = {}): Promise<Core> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL, opts.logStream);
+  let t = performance.now();
+  log.info(
+    { phase: 'begin', database: config.DATABASE_URL ? 'postgres' : 'pglite', data_dir: config.DATA_DIR, as_of: config.AS_OF ?? 'newest' },
+    'start-up: opening the database, then loading the dataset and computing every series',
+  );
   const database = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     pgliteDir: config.PGLITE_DIR,
@@ -124,11 +141,23 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
       idleInTransaction: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     },
   });
+  t = logPhase(log, 'database', 'database opened and migrated', t, { database: database.kind });
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
   try {
     const history = new HistoryRepo(database.db);
-    const market = await MarketService.create(new DatasetProvider(config.DATA_DIR), history, config.AS_OF);
+    const dataset = new DatasetProvider(config.DATA_DIR);
+    // Timed apart from the series computation that follows it inside MarketService.create.
+    const timedDataset: MarketDataProvider = {
+      name: dataset.name,
+      load: async (asOf?: string) => {
+        const data = await dataset.load(asOf);
+        t = logPhase(log, 'dataset', 'dataset loaded', t, { as_of: data.asOf, assets: data.assets.length });
+        return data;
+      },
+    };
+    const market = await MarketService.create(timedDataset, history, config.AS_OF);
+    t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
     const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
     usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) =>
       log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
@@ -186,14 +215,11 @@ export async function prepareCore(core: Core): Promise<BackfillResult[]> {
   const t0 = performance.now();
   // On the jobs connection: the backfill's transactions may take longer than a request's query.
   const result = await runBackfill(core.market, new HistoryRepo(core.database.jobs));
-  core.log.info(
-    {
-      ms: Math.round(performance.now() - t0),
-      inserted: result.reduce((s, r) => s + r.inserted, 0),
-      skipped: result.filter((r) => r.skipped).length,
-    },
-    'signal history backfill',
-  );
+  const t1 = logPhase(core.log, 'backfill', 'signal history backfill', t0, {
+    inserted: result.reduce((s, r) => s + r.inserted, 0),
+    skipped: result.filter((r) => r.skipped).length,
+  });
   core.market.warm();
+  logPhase(core.log, 'warm', 'answer cache warmed', t1);
   return result;
 }

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import { isIPv6 } from 'node:net';
+import { adminSocketPath, startAdminChannel } from './admin/channel.ts';
 import type { EmbeddedIdentity } from './auth/identity.ts';
 import { createJwtVerifier } from './auth/jwt.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
-import { type Core, createCore, prepareCore } from './core.ts';
+import { type Core, createCore, logPhase, prepareCore } from './core.ts';
 import { buildHttpApp } from './http/app.ts';
 import { hostName, mcpRoutes } from './mcp/http.ts';
 import { pingDatabase } from './store/db.ts';
@@ -54,9 +56,12 @@ export async function createService(
   const secret = config.AUTH_ISSUER ? null : embeddedAuthSecret(config);
   const core = await createCore(config, { logStream: opts.logStream });
   let app: FastifyInstance | null = null;
+  let closeAdmin: (() => Promise<void>) | null = null;
   try {
-    const publicUrl = (opts.publicUrl ?? config.PUBLIC_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
+    const host = isIPv6(config.HOST) ? `[${config.HOST}]` : config.HOST;
+    const publicUrl = (opts.publicUrl ?? config.PUBLIC_URL ?? `http://${host}:${config.PORT}`).replace(/\/$/, '');
     let identity: EmbeddedIdentity | null = null;
+    let t = performance.now();
     if (secret) {
       const { createEmbeddedIdentity } = await import('./auth/identity.ts');
       identity = await createEmbeddedIdentity({
@@ -67,6 +72,7 @@ export async function createService(
         log: core.log,
       });
       core.access.useJwtVerifier(createJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }));
+      t = logPhase(core.log, 'identity', 'embedded identity provider ready', t, { issuer: identity.issuer });
     }
     const http = await buildHttpApp(
       {
@@ -92,17 +98,35 @@ export async function createService(
         allowedHosts: mcpAllowedHosts(config, publicUrl),
       });
     });
+    logPhase(core.log, 'http', 'HTTP app built (REST, OpenAPI, /docs, /mcp)', t);
+    // On PGlite this process holds the database alone: operator commands (users set-tier) reach it here.
+    if (core.database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')) {
+      const socket = adminSocketPath(config.PGLITE_DIR);
+      try {
+        closeAdmin = await startAdminChannel(socket, async (email, tier) => {
+          const users = await core.keys.setTier(email, tier);
+          core.log.info({ tier, users }, 'admin channel: tier set');
+          return users;
+        });
+        core.log.info({ socket }, 'admin channel listening (users set-tier while the service runs)');
+      } catch (err) {
+        core.log.warn({ socket, err: (err as Error).message }, 'admin channel unavailable: stop the service to run users set-tier');
+      }
+    }
     await prepareCore(core);
+    const close = closeAdmin;
     return {
       ...core,
       app: http,
       identity,
       async stop() {
+        await close?.().catch(() => {});
         await http.close();
         await core.stop();
       },
     };
   } catch (err) {
+    await closeAdmin?.().catch(() => {});
     await app?.close().catch(() => {});
     await core.stop().catch(() => {});
     throw err;

@@ -1,6 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
 import type { PlanTier } from '../auth/tiers.ts';
 import type { Db } from './db.ts';
+import { authUser } from './auth-schema.ts';
 import { appUsers } from './schema.ts';
 
 /**
@@ -27,15 +28,34 @@ export class UserRepo {
   }
 
   /**
-   * Sets the plan of every user with this email (case-insensitive).
+   * Sets the plan of every user with this email (case-insensitive): users this service
+   * already knows (`app_users`, filled at a user's first key or thesis) and users registered
+   * with the embedded identity provider (`auth_user`) who have not created anything yet, for
+   * whom the `app_users` row is created now with the same id (the JWT `sub`). With an external
+   * identity provider `auth_user` stays empty: only users seen by this service can be found.
    * @returns how many users were changed (0 when no user has this email).
    */
   async setTierByEmail(email: string, tier: PlanTier): Promise<number> {
-    const rows = await this.db
-      .update(appUsers)
-      .set({ tier, updatedAt: sql`now()` })
-      .where(sql`lower(${appUsers.email}) = lower(${email})`)
-      .returning({ id: appUsers.id });
-    return rows.length;
+    return this.db.transaction(async (tx) => {
+      const updated = await tx
+        .update(appUsers)
+        .set({ tier, updatedAt: sql`now()` })
+        .where(sql`lower(${appUsers.email}) = lower(${email})`)
+        .returning({ id: appUsers.id });
+      const ids = new Set(updated.map((r) => r.id));
+      const registered = await tx
+        .select({ id: authUser.id, email: authUser.email })
+        .from(authUser)
+        .where(sql`lower(${authUser.email}) = lower(${email})`);
+      for (const u of registered) {
+        if (ids.has(u.id)) continue;
+        await tx
+          .insert(appUsers)
+          .values({ id: u.id, email: u.email, tier })
+          .onConflictDoUpdate({ target: appUsers.id, set: { tier, updatedAt: sql`now()` } });
+        ids.add(u.id);
+      }
+      return ids.size;
+    });
   }
 }

@@ -33,6 +33,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   jobs: ['services', 'store', 'engine', 'errors.ts'],
   http: ['services', 'auth', 'rate-limit', 'errors.ts', 'config.ts', 'engine'],
   mcp: ['services', 'rate-limit', 'errors.ts', 'engine'],
+  admin: ['auth/tiers.ts'],
 };
 
 /** Packages only the edges (http/, mcp/) and the wiring files may import. */

@@ -1,0 +1,259 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { adminSocketPath } from '../src/admin/channel.ts';
+import { ROOT_DIR } from '../src/config.ts';
+import { authUser } from '../src/store/auth-schema.ts';
+import { openDatabase } from '../src/store/db.ts';
+import { UserRepo } from '../src/store/user-repo.ts';
+import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
+
+/**
+ * The command line as a user meets it (src/cli.ts, run as a child process): help, version and
+ * usage errors; configuration errors that name their variable; `users set-tier` for a user who
+ * has no key yet, and while a service runs on PGlite (through its admin channel) or on
+ * PostgreSQL; and the start-up progress lines.
+ */
+
+const tmp: string[] = [];
+after(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true });
+});
+function tmpDir(): string {
+  const d = mkdtempSync(path.join(tmpdir(), 'mi-cli-'));
+  tmp.push(d);
+  return d;
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the CLI with `args` and only `env` (plus PATH); bounded by `timeoutMs`. With `until`,
+ * the child is stopped (SIGTERM) once its stdout matches, and the result is returned then.
+ */
+function cli(args: string[], env: Record<string, string> = {}, opts: { timeoutMs?: number; until?: RegExp } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), ...args], {
+      cwd: ROOT_DIR,
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+      if (opts.until?.test(stdout)) child.kill('SIGTERM');
+    });
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string }).version;
+
+test('help, help <command> and --version print and exit 0', async () => {
+  const [help, helpCmd, version, flagHelp] = await Promise.all([
+    cli(['help']),
+    cli(['help', 'users']),
+    cli(['--version']),
+    cli(['users', 'set-tier', '--help']),
+  ]);
+  assert.equal(help.code, 0, help.stderr);
+  for (const c of ['serve', 'mcp', 'backfill', 'users', 'help']) assert.match(help.stdout, new RegExp(`\\n  ${c}\\b`), c);
+  assert.match(help.stdout, /--data-dir/);
+  assert.equal(helpCmd.code, 0, helpCmd.stderr);
+  assert.match(helpCmd.stdout, /set-tier <email> <tier>/);
+  assert.equal(version.code, 0, version.stderr);
+  assert.equal(version.stdout.trim(), VERSION);
+  assert.equal(flagHelp.code, 0, flagHelp.stderr);
+  assert.match(flagHelp.stdout, /Usage: .*set-tier/);
+});
+
+test('an unknown command, an unknown option, a bad tier and `mcp` without --stdio exit 2 with a clear error', async () => {
+  const [cmd, opt, tier, missing, mcp] = await Promise.all([
+    cli(['servr']),
+    cli(['serve', '--prot', '3000']),
+    cli(['users', 'set-tier', 'a@example.com', 'gold']),
+    cli(['users', 'set-tier', 'a@example.com']),
+    cli(['mcp']),
+  ]);
+  assert.equal(cmd.code, 2);
+  assert.match(cmd.stderr, /unknown command 'servr'/);
+  assert.match(cmd.stderr, /Did you mean serve\?/);
+  assert.equal(opt.code, 2);
+  assert.match(opt.stderr, /unknown option '--prot'/);
+  assert.equal(tier.code, 2);
+  assert.match(tier.stderr, /'gold' is invalid .*Allowed choices are free, pro, api/);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /missing required argument 'tier'/);
+  assert.equal(mcp.code, 2);
+  assert.match(mcp.stderr, /mcp --stdio/);
+});
+
+test('DATA_DIR, HOST and TRUST_PROXY errors name the variable and what to do, without a stack trace', async () => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ DATA_DIR: '/nonexistent' }, /DATA_DIR: '\/nonexistent' is not an existing, readable folder/],
+    [{ DATA_DIR: tmpDir() }, /DATA_DIR: .* does not hold the dataset/],
+    [{ HOST: '999.1.1.1' }, /HOST: '999\.1\.1\.1' is not a valid IPv4 address/],
+    [{ TRUST_PROXY: 'notanip' }, /TRUST_PROXY: 'notanip' is not an IP address or CIDR block; list IPs or CIDRs/],
+    [{ TRUST_PROXY: '10.0.0.0/33' }, /TRUST_PROXY: '10\.0\.0\.0\/33' has an invalid prefix length/],
+  ];
+  const runs = await Promise.all(cases.map(([env]) => cli(['serve', '--port', '0'], { PGLITE_DIR: 'memory://', ...env })));
+  runs.forEach((r, i) => {
+    const [env, re] = cases[i]!;
+    assert.equal(r.code, 1, JSON.stringify(env));
+    assert.match(r.stderr, re);
+    assert.match(r.stderr, /Fix this variable/);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+  });
+  // The flag is checked the same way.
+  const flag = await cli(['serve', '--host', '999.1.1.1'], { PGLITE_DIR: 'memory://' });
+  assert.equal(flag.code, 1);
+  assert.match(flag.stderr, /HOST: '999\.1\.1\.1'/);
+});
+
+/** Registers a user with the embedded identity provider's table only (as sign-up does): no app_users row, no key. */
+async function registerUser(db: Awaited<ReturnType<typeof openDatabase>>['db'], id: string, email: string): Promise<void> {
+  await db.insert(authUser).values({ id, name: id, email });
+}
+
+/** A migrated on-disk PGlite folder, copied by the tests that need one (creating one takes a while). */
+let migrated: string | undefined;
+async function migratedPglite(): Promise<string> {
+  if (!migrated) {
+    migrated = path.join(tmpDir(), 'template');
+    await (await openDatabase({ pgliteDir: migrated })).close();
+  }
+  const dir = path.join(tmpDir(), 'pglite');
+  cpSync(migrated, dir, { recursive: true });
+  return dir;
+}
+
+test('users set-tier sets the plan of a registered user who has no key yet; an unknown email says why', async () => {
+  const pgliteDir = await migratedPglite();
+  const db = await openDatabase({ pgliteDir });
+  await registerUser(db.db, 'user-nokey', 'nokey@example.com');
+  assert.equal(await new UserRepo(db.db).userTier('user-nokey'), null, 'no app_users row before');
+  await db.close();
+
+  const r = await cli(['users', 'set-tier', 'NoKey@Example.com', 'pro'], { PGLITE_DIR: pgliteDir });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /NoKey@Example\.com: tier set to pro/);
+
+  const unknown = await cli(['users', 'set-tier', 'ghost@example.com', 'pro'], { PGLITE_DIR: pgliteDir });
+  assert.equal(unknown.code, 1);
+  assert.match(unknown.stderr, /No user with email ghost@example\.com: nobody has signed up with it/);
+  const external = await cli(['users', 'set-tier', 'ghost@example.com', 'pro'], {
+    PGLITE_DIR: pgliteDir,
+    AUTH_ISSUER: 'https://idp.example.com',
+  });
+  assert.equal(external.code, 1);
+  assert.match(external.stderr, /external identity provider .*JWT's `sub`.*first key or thesis/);
+
+  const again = await openDatabase({ pgliteDir });
+  try {
+    assert.equal(await new UserRepo(again.db).userTier('user-nokey'), 'pro');
+  } finally {
+    await again.close();
+  }
+});
+
+/**
+ * While `h` runs: set-tier for a user with a key (whose look-up the service has cached) takes
+ * effect on the next request, and for a registered user without a key creates their row.
+ */
+async function setTierWhileRunning(h: Harness, env: Record<string, string>, expectVia: RegExp): Promise<void> {
+  const k = await h.keyFor('free');
+  const before = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
+  assert.equal(before.status, 403, before.raw);
+  assert.equal(before.headers['x-service-tier'], 'free');
+
+  const r = await cli(['users', 'set-tier', k.email, 'pro'], env, { timeoutMs: 60_000 });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, expectVia);
+  const afterSet = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
+  assert.equal(afterSet.status, 200, afterSet.raw);
+  assert.equal(afterSet.headers['x-service-tier'], 'pro');
+
+  await registerUser(h.svc.database.db, `${k.userId}-nokey`, `${k.userId}-nokey@example.com`);
+  const r2 = await cli(['users', 'set-tier', `${k.userId}-nokey@example.com`, 'api'], env, { timeoutMs: 60_000 });
+  assert.equal(r2.code, 0, r2.stderr);
+  assert.equal(await h.svc.repos.users.userTier(`${k.userId}-nokey`), 'api');
+}
+
+test('users set-tier works while the service runs on PGlite: through its 0600 admin socket, evicting its key cache', async () => {
+  const pgliteDir = await migratedPglite();
+  const h = await startHarness({ config: { PGLITE_DIR: pgliteDir } });
+  try {
+    const socket = adminSocketPath(pgliteDir);
+    assert.equal(statSync(socket).mode & 0o777, 0o600);
+    await setTierWhileRunning(h, { PGLITE_DIR: pgliteDir }, /tier set to pro \(by the running service\)/);
+    // Nothing but set-tier is accepted.
+    const answer = await new Promise<string>((resolve, reject) => {
+      let buf = '';
+      const s = createConnection(socket, () => s.write('{"op":"drop-database"}\n'));
+      s.on('data', (d) => (buf += d));
+      s.on('end', () => resolve(buf));
+      s.on('error', reject);
+      setTimeout(() => reject(new Error('no answer in 5 s')), 5000).unref();
+    });
+    assert.deepEqual(JSON.parse(answer), {
+      ok: false,
+      error: { code: 'BAD_REQUEST', message: 'unknown op "drop-database": the only operation is "set-tier"' },
+    });
+  } finally {
+    await h.stop();
+  }
+  assert.throws(() => statSync(adminSocketPath(pgliteDir)), /ENOENT/, 'the socket is removed at stop');
+});
+
+test('users set-tier works while the service runs on PostgreSQL: the CLI connects directly', async (t) => {
+  const why = await harnessUnavailable({ database: 'postgres' });
+  if (why) {
+    console.log(why);
+    t.skip(why);
+    return;
+  }
+  const h = await startHarness({ database: 'postgres' });
+  try {
+    await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL! }, /tier set to pro\n/);
+  } finally {
+    await h.stop();
+  }
+});
+
+test('start-up logs one JSON line per phase with its duration, then ready', async () => {
+  const r = await cli(['serve', '--port', '0'], { PGLITE_DIR: 'memory://', AUTH_SECRET: 'x'.repeat(40) }, { until: /service ready/ });
+  const lines = r.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { phase?: string; ms?: number; msg: string });
+  const phases = lines.filter((l) => l.phase);
+  assert.deepEqual(
+    phases.map((l) => l.phase),
+    ['begin', 'database', 'dataset', 'series', 'identity', 'http', 'backfill', 'warm', 'listen'],
+    r.stdout + r.stderr,
+  );
+  for (const p of phases.slice(1)) {
+    assert.equal(typeof p.ms, 'number', p.phase);
+    assert.ok(p.ms! >= 0);
+    assert.match(p.msg, /^start-up: /);
+  }
+  assert.ok(
+    lines.some((l) => /service ready/.test(l.msg)),
+    'ready line',
+  );
+  assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
+});
