@@ -18,12 +18,29 @@ let svc: Service;
 let url: string;
 let home: string;
 
+function inspectorArgs(args: string[]): [string, string[], { env: NodeJS.ProcessEnv; timeout: number }] {
+  return [
+    process.execPath,
+    [INSPECTOR, '--cli', url, '--transport', 'http', ...args],
+    { env: { ...process.env, HOME: home, MCP_CATALOG_PATH: path.join(home, 'mcp.json'), NO_COLOR: '1' }, timeout: 60_000 },
+  ];
+}
+
 async function inspector(...args: string[]): Promise<unknown> {
-  const { stdout } = await run(process.execPath, [INSPECTOR, '--cli', url, '--transport', 'http', ...args], {
-    env: { ...process.env, HOME: home, MCP_CATALOG_PATH: path.join(home, 'mcp.json'), NO_COLOR: '1' },
-    timeout: 60_000,
-  });
+  const { stdout } = await run(...inspectorArgs(args));
   return JSON.parse(stdout);
+}
+
+/** Runs the Inspector CLI expecting it to fail; returns its exit code and its stdout + stderr. */
+async function inspectorFails(...args: string[]): Promise<{ code: number; output: string }> {
+  try {
+    const { stdout, stderr } = await run(...inspectorArgs(args));
+    assert.fail(`the Inspector succeeded: ${stdout}${stderr}`);
+  } catch (e) {
+    const err = e as { code?: unknown; stdout?: string; stderr?: string };
+    if (typeof err.code !== 'number') throw e;
+    return { code: err.code, output: `${err.stdout ?? ''}${err.stderr ?? ''}` };
+  }
 }
 
 before(async () => {
@@ -46,4 +63,18 @@ test('MCP Inspector CLI lists the six tools and calls get_signals against the ru
   };
   assert.notEqual(call.isError, true);
   assert.deepEqual(call.structuredContent, svc.market.signal('bitcoin', false).value);
+});
+
+test('MCP Inspector CLI with a bad key prints the server message naming the invalid key, not an OAuth prompt', async () => {
+  // Stdin and stderr are pipes here (no TTY): before the fix, the 401 made the Inspector start
+  // OAuth and fail with "Interactive OAuth requires a TTY ...", never showing the reason.
+  const bad = `svc_live_${'A'.repeat(38)}`; // well-formed, wrong checksum
+  const { code, output } = await inspectorFails('--header', `Authorization: Bearer ${bad}`, '--method', 'tools/list');
+  assert.notEqual(code, 0);
+  assert.doesNotMatch(output, /OAuth|TTY/, output);
+  assert.match(output, /Invalid API key svc_live_AAAA\.\.\.: checksum mismatch/, output);
+  assert.match(output, /\/signin/, output);
+
+  const unknown = (await inspectorFails('--header', 'Authorization: Bearer svc_live_nope', '--method', 'tools/list')).output;
+  assert.match(unknown, /Invalid API key svc_live_nope\.\.\.: malformed/, unknown);
 });
