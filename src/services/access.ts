@@ -114,7 +114,7 @@ export const MESSAGES = {
   tooManyFailures: (retryAfterSec: number) =>
     `Too many failed authentication attempts from this address: try again in ${waitFor(retryAfterSec)}, with a valid key`,
   tierRequired: (tiers: readonly Tier[], tier: Tier) =>
-    `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}${tier === 'unauthenticated' ? `: ${GET_A_KEY}` : ': upgrade your plan, then use the same key'}`,
+    `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}${tier === 'unauthenticated' ? `: ${GET_A_KEY}` : ': the operator sets your plan (all your keys then get its tier)'}`,
   rateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
     `Rate limit exceeded: ${limit} requests per ${window} for the ${tier} tier; retry in ${waitFor(retryAfterSec)}` +
     (tier === 'unauthenticated' ? `, or for higher limits ${GET_A_KEY}` : ''),
