@@ -37,9 +37,25 @@ export class ServiceError extends Error {
   }
 }
 
-/** 404 for an unknown asset or chain; the message names what was asked for, as given. */
+/** 404 for an unknown asset; the message names what was asked for, as given. */
 export function assetNotFound(asked: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Asset '${asked}' not found`);
+}
+
+/**
+ * 404 for a chain-health or chain-metrics request on anything but a covered chain: the
+ * message names what was asked for, as given, and the chains there are; `details.chains`
+ * lists their ids.
+ * @param chains the covered chains, id and name (providers/assets.ts CHAINS).
+ */
+export function chainNotFound(asked: string, chains: readonly { chain: string; name: string }[]): ServiceError {
+  const list = chains.map((c) => `${c.chain} (${c.name})`);
+  const named = list.length > 1 ? `${list.slice(0, -1).join(', ')} and ${list.at(-1)}` : (list[0] ?? '');
+  return new ServiceError(
+    'NOT_FOUND',
+    `No chain data for '${asked}': chain health and metrics cover the chains ${named}; use one of these ids (or the chain's asset id or ticker)`,
+    { chains: chains.map((c) => c.chain) },
+  );
 }
 
 /**

@@ -21,6 +21,36 @@ describe('TierRateLimiter (memory)', () => {
     assert.ok(Number(h['Retry-After']) >= 1);
   });
 
+  test('minute and day both used up: Retry-After is the longest wait (to 00:00 UTC) and the decision names the day', async (t) => {
+    // The minute window runs on the clock (rate-limiter-flexible's memory store): mocked here
+    // to pass a minute without waiting one.
+    t.mock.timers.enable({ apis: ['Date', 'setTimeout'], now: Date.parse('2025-01-01T12:00:00Z') });
+    const l = new TierRateLimiter(null, `t${Math.random()}`);
+    const at = () => new Date(Date.now());
+    const ok = async (n: number) => {
+      for (let i = 0; i < n; i++) assert.equal((await l.consume('ip:1', 'unauthenticated', at())).allowed, true);
+    };
+    await ok(5); // the minute (5) is used up, the day (10) is not
+    const minuteOnly = await l.consume('ip:1', 'unauthenticated', at());
+    assert.equal(minuteOnly.exceeded!.window, 'minute');
+    assert.ok(minuteOnly.exceeded!.retryAfterSec <= 60);
+    t.mock.timers.tick(61_000);
+    await ok(5); // 10 of 10 today, and 5 of 5 this minute
+    const both = await l.consume('ip:1', 'unauthenticated', at());
+    const toMidnight = (Date.parse('2025-01-02T00:00:00Z') - Date.now()) / 1000;
+    assert.deepEqual(
+      { window: both.exceeded!.window, limit: both.exceeded!.limit, retry: both.exceeded!.retryAfterSec },
+      { window: 'day', limit: 10, retry: toMidnight },
+    );
+    assert.equal(rateLimitHeaders(both)['Retry-After'], String(toMidnight));
+    assert.equal(both.exceeded!.reset.toISOString(), '2025-01-02T00:00:00.000Z');
+    // A minute later only the day is used up: the same wait, one minute less (no 60 then 85902).
+    t.mock.timers.tick(60_000);
+    const dayOnly = await l.consume('ip:1', 'unauthenticated', at());
+    assert.equal(dayOnly.exceeded!.window, 'day');
+    assert.equal(dayOnly.exceeded!.retryAfterSec, toMidnight - 60);
+  });
+
   test('the API tier has no daily limit: headers describe the minute window', async () => {
     const l = new TierRateLimiter(null, `t${Math.random()}`);
     const d = await l.consume('k', 'api');

@@ -393,14 +393,15 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   },
   UNAUTHORIZED: {
     code: 'UNAUTHORIZED',
-    message: 'Malformed API key',
+    message:
+      'Invalid API key svc_live_not-...: malformed (a key is svc_live_ followed by 38 letters and digits); copy it again from where you created it, or create one at /signin',
     details: {
       reason: 'malformed',
     },
   },
   TIER_REQUIRED: {
     code: 'TIER_REQUIRED',
-    message: 'This operation needs the pro or api tier; your tier is free',
+    message: 'This operation needs the pro or api tier; your tier is free: the operator sets your plan (all your keys then get its tier)',
     details: {
       required_tiers: ['pro', 'api'],
       tier: 'free',
@@ -412,7 +413,8 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   },
   RATE_LIMITED: {
     code: 'RATE_LIMITED',
-    message: 'Rate limit exceeded: 5 requests per minute for the unauthenticated tier',
+    message:
+      'Rate limit exceeded: 5 requests per minute for the unauthenticated tier; retry in 60 s, or for higher limits sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...',
     details: {
       window: 'minute',
       limit: 5,

@@ -188,7 +188,8 @@ const HEADERS: Record<string, Json> = {
       'Bearer challenge (RFC 6750): `Bearer realm="api"` without credentials, with `error="invalid_token"` and the reason otherwise',
     required: true,
     schema: { type: 'string' },
-    example: 'Bearer realm="api", error="invalid_token", error_description="Malformed API key"',
+    example:
+      'Bearer realm="api", error="invalid_token", error_description="Invalid API key svc_live_not-...: malformed (a key is svc_live_ followed by 38 letters and digits); copy it again from where you created it, or create one at /signin"',
   },
 };
 

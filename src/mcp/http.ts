@@ -2,9 +2,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import type { ServiceError } from '../errors.ts';
+import { ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import { bearerChallenge, PUBLIC_UNMETERED, type Access } from '../services/access.ts';
+import { PUBLIC_UNMETERED, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 import { createMcpServer } from './server.ts';
 
@@ -89,23 +89,42 @@ export async function handleMcpRequest(
 }
 
 /**
- * A refused authentication as an HTTP response: the JSON-RPC error with the status of the
- * error code, the client address's rate-limit headers, `WWW-Authenticate` on a 401 and
- * `Retry-After` on a 429.
+ * A refused authentication as an HTTP response: the JSON-RPC error (`data`: `{code, reason}`)
+ * with the client address's rate-limit headers and `Retry-After` on a 429.
+ *
+ * A refused credential (bad header, malformed, unknown or revoked key, a JWT) is 403, not 401:
+ * in MCP a 401 means "get an OAuth access token" (MCP authorization 2025-06-18, which points
+ * clients at RFC 9728 protected-resource metadata on a 401), and real clients act on it:
+ * the MCP Inspector starts an interactive OAuth flow (or, without a TTY, says "Interactive
+ * OAuth requires a TTY") and `mcp-remote` fails in authorization-server discovery, neither
+ * showing our message. This server does not use MCP authorization (it is optional), it takes
+ * API keys; credentials were presented and refused, which RFC 9110 section 15.5.4 allows as
+ * 403. Both clients (and the SDK's StreamableHTTPClientTransport) surface a 403's body. No
+ * `WWW-Authenticate` is sent: some clients read a 403 challenge as a step-up request.
+ * REST keeps 401 with `WWW-Authenticate` (RFC 6750), for clients that do not do MCP OAuth.
  */
 function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
   reply.headers(rateLimitHeaders(limits));
-  if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));
   if (err.code === 'RATE_LIMITED') reply.header('Retry-After', String(err.details?.retry_after ?? 60));
-  return rpcError(reply, err.status, -32001, err.message);
+  const status = err.code === 'UNAUTHORIZED' ? 403 : err.status;
+  const data = { code: err.code, ...(typeof err.details?.reason === 'string' && { reason: err.details.reason }) };
+  return reply
+    .code(status)
+    .type('application/json')
+    .send(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: err.message, data }, id: null }));
 }
+
+/** The answer at the OAuth discovery addresses MCP clients probe: this server takes API keys. */
+export const NO_OAUTH_MESSAGE =
+  'This MCP server does not use OAuth (no protected-resource metadata): send an API key as Authorization: Bearer svc_live_... (create one at /signin), or no key for the unauthenticated tier';
 
 /**
  * The MCP endpoint at /mcp: Streamable HTTP, stateless, JSON responses (a Fastify plugin; the
  * server mounts it beside the REST app). Refuses `Host` or `Origin` values outside the allowed
  * hosts (403, DNS-rebinding protection) and credentials in the query string (400), then
- * identifies the caller from the API key with the shared access rules (a bad key is a 401
- * with `WWW-Authenticate` before any tool runs; no key is the unauthenticated tier). Each
+ * identifies the caller from the API key with the shared access rules (a bad key is a 403
+ * with a JSON-RPC error naming it before any tool runs, see `refuse`; no key is the
+ * unauthenticated tier). Each
  * tools/call is authorized and metered with its operation's policy, as the REST route is; the
  * rate-limit headers describe the caller's quota.
  */
@@ -169,6 +188,13 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     });
     return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.access.peek(caller))));
   });
+
+  // RFC 9728 protected-resource metadata, at the root and for the /mcp path: none (404 saying so).
+  const noOAuth = async () => {
+    throw new ServiceError('NOT_FOUND', NO_OAUTH_MESSAGE);
+  };
+  app.get('/.well-known/oauth-protected-resource', { schema: { hide: true } }, noOAuth);
+  app.get('/.well-known/oauth-protected-resource/mcp', { schema: { hide: true } }, noOAuth);
 
   // Stateless server: no server-initiated SSE stream and no sessions to delete.
   const notAllowed = async (_req: FastifyRequest, reply: FastifyReply) => {

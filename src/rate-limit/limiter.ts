@@ -183,7 +183,9 @@ export class TierRateLimiter {
 
   /**
    * Counts one request of `subject` (a key id, or `ip:<address>`) in its tier.
-   * @returns the decision; when refused, nothing stays consumed.
+   * @returns the decision; when refused, nothing stays consumed, and `exceeded` names the
+   *   window with the longest wait (the day when both the minute and the day are used up), so
+   *   `Retry-After` is the time after which a retry can succeed.
    */
   async consume(subject: string, tier: Tier, now = new Date()): Promise<LimitDecision> {
     const pair = this.#pairs.get(tier)!;
@@ -195,12 +197,20 @@ export class TierRateLimiter {
       if (!(e instanceof RateLimiterRes)) throw e;
       await pair.minute.reward(subject).catch(() => {});
       const day = pair.day ? await pair.day.get(dayKey) : null;
-      const reset = new Date(now.getTime() + e.msBeforeNext);
+      const minuteWait = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
+      const dayLimit = this.#limits[tier].day;
+      // When the day is used up too, the caller must wait for the day: report the longest wait.
+      if (dayLimit !== null && day && day.consumedPoints >= dayLimit) {
+        const midnight = nextUtcMidnight(now);
+        const dayWait = Math.max(1, Math.ceil((midnight.getTime() - now.getTime()) / 1000));
+        if (dayWait >= minuteWait)
+          return this.#decision(tier, now, e, day, { window: 'day', limit: dayLimit, reset: midnight, retryAfterSec: dayWait });
+      }
       return this.#decision(tier, now, e, day, {
         window: 'minute',
         limit: this.#limits[tier].minute,
-        reset,
-        retryAfterSec: Math.max(1, Math.ceil(e.msBeforeNext / 1000)),
+        reset: new Date(now.getTime() + e.msBeforeNext),
+        retryAfterSec: minuteWait,
       });
     }
     if (!pair.day) return this.#decision(tier, now, minute, null);

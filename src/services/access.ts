@@ -1,4 +1,4 @@
-import { looksLikeApiKey } from '../auth/api-keys.ts';
+import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
 import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts';
 import type { Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
@@ -82,22 +82,70 @@ export const USER_REQUESTS_PER_MINUTE = 30;
  */
 export const ACCOUNT_LIMITER = 'acct';
 
-/** Every message of an access refusal, written once for REST and MCP. */
+/** How to get an API key, appended to the refusals that need one. */
+const GET_A_KEY =
+  'sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...';
+
+/** A wait in words (seconds, minutes, or hours and minutes), for a 429 message. */
+function waitFor(retryAfterSec: number): string {
+  if (retryAfterSec < 120) return `${retryAfterSec} s`;
+  const min = Math.ceil(retryAfterSec / 60);
+  if (min < 120) return `${min} min`;
+  return `${Math.floor(min / 60)} h ${min % 60} min`;
+}
+
+/**
+ * Every message of an access refusal, written once for REST and MCP. Each says what went
+ * wrong and what to do next. A presented key is named only by its display prefix
+ * (`svc_live_` + 4 characters, as in key lists), never in full.
+ */
 export const MESSAGES = {
-  keyRequired: 'This operation needs an API key: send Authorization: Bearer svc_live_... (MCP over stdio: set MARKET_INTEL_API_KEY)',
-  jwtRequired: 'Key management needs the JWT of a signed-in user: Authorization: Bearer <JWT>',
-  keyNotJwt: 'Key management takes the JWT of a signed-in user, not an API key',
-  badHeader: 'Authorization header must be: Bearer <token>',
-  invalidKey: 'Invalid API key',
-  invalidJwt: 'Invalid or expired token',
+  keyRequired: `This operation needs an API key: ${GET_A_KEY} (MCP over stdio: set MARKET_INTEL_API_KEY)`,
+  jwtRequired: 'Key management needs the JWT of a signed-in user: sign in at /signin and send Authorization: Bearer <JWT>',
+  keyNotJwt: 'Key management takes the JWT of a signed-in user, not an API key: sign in at /signin and send Authorization: Bearer <JWT>',
+  badHeader: 'Authorization header must be: Bearer <token> (an API key svc_live_..., or a JWT for key management and theses)',
+  /** An API key that is not one of ours (reason `unknown`). */
+  invalidKey: (prefix: string) => `Invalid API key ${prefix}...: no such key (check that it was copied whole); to get one, ${GET_A_KEY}`,
+  malformedKey: (prefix: string) =>
+    `Invalid API key ${prefix}...: malformed (a key is svc_live_ followed by 38 letters and digits); copy it again from where you created it, or create one at /signin`,
+  badChecksum: (prefix: string) =>
+    `Invalid API key ${prefix}...: checksum mismatch (mistyped or truncated); copy it again from where you created it, or create one at /signin`,
+  revokedKey: (prefix: string) =>
+    `Invalid API key ${prefix}...: it has been revoked; create a new key at /signin (or POST /api/v1/keys/create)`,
+  /** A bearer token that is neither an API key nor accepted as a JWT here. */
+  notAKey:
+    'Invalid API key: API endpoints and MCP take an API key (Authorization: Bearer svc_live_...), not a JWT or other token; JWTs are for key management (/api/v1/keys/...) and theses. Create a key at /signin',
+  invalidJwt: 'Invalid or expired token: sign in again at /signin for a fresh JWT',
   idpDown: 'The identity provider could not be reached; try again shortly',
-  tooManyFailures: 'Too many failed authentication attempts from this address',
-  tierRequired: (tiers: readonly Tier[], tier: Tier) => `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}`,
-  rateLimited: (limit: number, window: string, tier: Tier) => `Rate limit exceeded: ${limit} requests per ${window} for the ${tier} tier`,
-  accountRateLimited: (limit: number, window: string, tier: Tier) =>
-    `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. Retry after Retry-After seconds, or ask for a higher plan`,
+  tooManyFailures: (retryAfterSec: number) =>
+    `Too many failed authentication attempts from this address: try again in ${waitFor(retryAfterSec)}, with a valid key`,
+  tierRequired: (tiers: readonly Tier[], tier: Tier) =>
+    `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}${tier === 'unauthenticated' ? `: ${GET_A_KEY}` : ': the operator sets your plan (all your keys then get its tier)'}`,
+  rateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
+    `Rate limit exceeded: ${limit} requests per ${window} for the ${tier} tier; retry in ${waitFor(retryAfterSec)}` +
+    (tier === 'unauthenticated' ? `, or for higher limits ${GET_A_KEY}` : ''),
+  accountRateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
+    `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. retry in ${waitFor(retryAfterSec)}, or ask for a higher plan`,
   userRateLimited: `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`,
 } as const;
+
+/**
+ * The refusal of a presented API key (KeyService's UNAUTHORIZED), reworded with MESSAGES for
+ * its `details.reason` (malformed, bad_checksum, unknown, revoked); the reason is kept.
+ */
+function keyRefusal(e: ServiceError, token: string): ServiceError {
+  const reason = e.details?.reason;
+  const prefix = displayPrefix(token);
+  const message =
+    reason === 'malformed'
+      ? MESSAGES.malformedKey(prefix)
+      : reason === 'bad_checksum'
+        ? MESSAGES.badChecksum(prefix)
+        : reason === 'revoked'
+          ? MESSAGES.revokedKey(prefix)
+          : MESSAGES.invalidKey(prefix);
+  return new ServiceError('UNAUTHORIZED', message, e.details);
+}
 
 /** The outcome of `authenticate`: the caller, or the refusal with the limits to report. */
 export type Authentication =
@@ -190,10 +238,14 @@ export class Access {
     const token = m[1]!;
     if (looksLikeApiKey(token)) {
       if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyNotJwt, { reason: 'wrong_credential' });
-      return keyCaller(await this.#deps.keys.authenticate(token));
+      try {
+        return keyCaller(await this.#deps.keys.authenticate(token));
+      } catch (e) {
+        throw e instanceof ServiceError && e.code === 'UNAUTHORIZED' ? keyRefusal(e, token) : e;
+      }
     }
     if (policy.name === 'public' || policy.name === 'api-key' || !this.#jwt) {
-      throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidKey, { reason: 'malformed' });
+      throw new ServiceError('UNAUTHORIZED', MESSAGES.notAKey, { reason: 'wrong_credential' });
     }
     let claims: { sub: string; email: string | null };
     try {
@@ -234,7 +286,7 @@ export class Access {
 
   #tooManyFailures(retryAfterSec: number): ServiceError {
     return rateLimited(
-      MESSAGES.tooManyFailures,
+      MESSAGES.tooManyFailures(retryAfterSec),
       'minute',
       AUTH_FAILURES_PER_MINUTE,
       new Date(Date.now() + retryAfterSec * 1000),
@@ -288,7 +340,7 @@ export class Access {
     return {
       limits: { ...own, allowed: false, exceeded: x },
       error: rateLimited(
-        MESSAGES.accountRateLimited(x.limit, x.window, caller.tier),
+        MESSAGES.accountRateLimited(x.limit, x.window, caller.tier, x.retryAfterSec),
         x.window,
         x.limit,
         x.reset,
@@ -333,7 +385,14 @@ export class Access {
       const scope = caller.kind === 'anonymous' ? 'address' : caller.kind;
       return {
         limits: d,
-        error: rateLimited(MESSAGES.rateLimited(x.limit, x.window, caller.tier), x.window, x.limit, x.reset, x.retryAfterSec, scope),
+        error: rateLimited(
+          MESSAGES.rateLimited(x.limit, x.window, caller.tier, x.retryAfterSec),
+          x.window,
+          x.limit,
+          x.reset,
+          x.retryAfterSec,
+          scope,
+        ),
       };
     }
     if (caller.kind !== 'anonymous') {

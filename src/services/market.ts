@@ -3,7 +3,7 @@ import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
 import { computeSignalSeries, signalChanges } from '../engine/signal.ts';
 import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } from '../engine/types.ts';
-import { assetNotFound, ServiceError } from '../errors.ts';
+import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
 import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
 import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider } from '../providers/port.ts';
@@ -205,22 +205,23 @@ export class MarketService {
 
   /**
    * Health of one chain (GET /chain-health/{asset}).
-   * @throws ServiceError NOT_FOUND for anything but eth, sol, hype (or their asset ids/tickers).
+   * @throws ServiceError NOT_FOUND for anything but eth, sol, hype (or their asset ids/tickers),
+   *   naming them (details.chains).
    */
   chainHealthOf(asked: string): Cached<ChainHealthData> {
     const c = resolveChain(asked);
-    if (!c) throw assetNotFound(asked);
+    if (!c) throw chainNotFound(asked, CHAINS);
     return this.#cached(`chain-health:${c.chain}`, () => this.#health(c.chain));
   }
 
   /**
    * Raw chain metrics with 7-day deltas (GET /chain-metrics/{asset}). Every metric the
    * dataset knows for the chain is present; one without data has `value: null`.
-   * @throws ServiceError NOT_FOUND for an unknown chain.
+   * @throws ServiceError NOT_FOUND for anything but eth, sol, hype, naming them (details.chains).
    */
   chainMetrics(asked: string): Cached<ChainMetricsData> {
     const c = resolveChain(asked);
-    if (!c) throw assetNotFound(asked);
+    if (!c) throw chainNotFound(asked, CHAINS);
     return this.#cached(`chain-metrics:${c.chain}`, () => {
       const series = this.data.chains.get(c.chain) ?? {};
       const pts: Record<string, { date: string; value: number }[]> = {};

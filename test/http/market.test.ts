@@ -202,7 +202,7 @@ describe('chains', { skip: SKIP }, () => {
         }
         const r = await get('/api/v1/chain-health/xyz');
         expectError(r, 404, 'NOT_FOUND');
-        assert.equal(r.body.error.message, "Asset 'xyz' not found");
+        assert.match(r.body.error.message, /^No chain data for 'xyz': /);
         expectError(await get('/api/v1/chain-health/bitcoin'), 404, 'NOT_FOUND');
       });
     });
@@ -238,6 +238,21 @@ describe('chains', { skip: SKIP }, () => {
     describe('GET /api/v1/chain-metrics/{asset}', () => {
       test('unknown chain is 404', async () => {
         expectError(await get('/api/v1/chain-metrics/xyz'), 404, 'NOT_FOUND');
+      });
+    });
+
+    describe('GET /api/v1/chain-health/{asset} and /chain-metrics/{asset}', () => {
+      test('an asset without chain data (btc) is 404 naming the chains there are: eth, sol, hype', async () => {
+        for (const path of ['/api/v1/chain-health/btc', '/api/v1/chain-metrics/btc']) {
+          const r = await get(path);
+          expectError(r, 404, 'NOT_FOUND');
+          assert.equal(
+            r.body.error.message,
+            "No chain data for 'btc': chain health and metrics cover the chains eth (Ethereum), sol (Solana) and hype (Hyperliquid); use one of these ids (or the chain's asset id or ticker)",
+            path,
+          );
+          assert.deepEqual(r.body.error.details, { chains: ['eth', 'sol', 'hype'] }, path);
+        }
       });
     });
   });

@@ -180,13 +180,33 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
 });
 
 describe('MCP auth, tiers and limits', () => {
-  test('a bad key is HTTP 401 with WWW-Authenticate before any tool runs', async () => {
-    for (const key of ['svc_live_garbage', `svc_live_${'A'.repeat(38)}`, 'not-a-key']) {
+  test('a bad key is HTTP 403 (not a 401 OAuth challenge) with a JSON-RPC error naming it, before any tool runs', async () => {
+    const cases: [string, string, RegExp][] = [
+      ['svc_live_garbage', 'malformed', /^Invalid API key svc_live_garb\.\.\.: malformed/],
+      [`svc_live_${'A'.repeat(38)}`, 'bad_checksum', /^Invalid API key svc_live_AAAA\.\.\.: checksum mismatch/],
+      ['not-a-key', 'wrong_credential', /^Invalid API key: API endpoints and MCP take an API key/],
+    ];
+    for (const [key, reason, message] of cases) {
       const res = await rawMcp(callMsg('get_assets'), { authorization: `Bearer ${key}` });
-      assert.equal(res.status, 401, key);
-      assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer /);
+      assert.equal(res.status, 403, key);
+      assert.equal(res.headers.get('www-authenticate'), null, 'no challenge: MCP clients would start OAuth');
+      const body = (await res.json()) as { error: { code: number; message: string; data: { code: string; reason: string } } };
+      assert.match(body.error.message, message);
+      assert.match(body.error.message, /\/signin/);
+      assert.deepEqual(body.error.data, { code: 'UNAUTHORIZED', reason });
+      if (key.length >= 21) assert.ok(!body.error.message.includes(key.slice(13)), 'only the display prefix of a key is echoed');
     }
-    await assert.rejects(connect('svc_live_garbage'));
+    await assert.rejects(connect('svc_live_garbage'), /Invalid API key svc_live_garb/);
+  });
+
+  test('no OAuth protected-resource metadata: 404 saying to send an API key', async () => {
+    for (const p of ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp']) {
+      const res = await fetch(`${base}${p}`);
+      assert.equal(res.status, 404, p);
+      const body = (await res.json()) as { error: { code: string; message: string } };
+      assert.equal(body.error.code, 'NOT_FOUND');
+      assert.match(body.error.message, /does not use OAuth.*Bearer svc_live_/);
+    }
   });
 
   test('without a key tools run as unauthenticated; get_thesis_health needs a key; history needs pro or api', async () => {

@@ -1,0 +1,92 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { checksum, KEY_PREFIX } from '../../src/auth/api-keys.ts';
+import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
+
+/**
+ * Refusal messages that say what to do next (services/access.ts MESSAGES, shared by REST and
+ * MCP): how to get a key, which credential an endpoint takes, which key was refused (by its
+ * display prefix only), how long to wait. The chain 404 is in market.test.ts, the MCP side in
+ * test/mcp/.
+ */
+
+const DATABASE = testDatabase();
+const SKIP = (await harnessUnavailable({ database: DATABASE })) ?? undefined;
+if (SKIP) console.log(SKIP);
+
+let h: Harness;
+const harness = () => h;
+before(async () => {
+  if (!SKIP) h = await startHarness({ database: DATABASE });
+});
+after(async () => {
+  await h?.stop();
+});
+
+const HOW_TO_GET_A_KEY = /sign in at \/signin, create a key there .*send it as Authorization: Bearer svc_live_\.\.\./;
+
+describe('messages that say what to do next', { skip: SKIP }, () => {
+  test('an anonymous 429 says how to get a key and how long to wait', async () => {
+    const ip = harness().freshIp();
+    let r = await harness().request('GET', '/api/v1/assets', { ip });
+    for (let i = 0; i < 5; i++) r = await harness().request('GET', '/api/v1/assets', { ip });
+    expectError(r, 429, 'RATE_LIMITED');
+    assert.match(r.body.error.message, /^Rate limit exceeded: 5 requests per minute for the unauthenticated tier; retry in \d+ s/);
+    assert.match(r.body.error.message, HOW_TO_GET_A_KEY);
+    assert.equal(r.body.error.details.window, 'minute');
+    assert.equal(String(r.body.error.details.retry_after), r.headers['retry-after']);
+  });
+
+  test('a 429 for a key does not tell its holder to get a key', async () => {
+    const { key } = await harness().keyFor('free');
+    let r = await harness().request('GET', '/api/v1/assets', { token: key });
+    for (let i = 0; i < 10; i++) r = await harness().request('GET', '/api/v1/assets', { token: key });
+    expectError(r, 429, 'RATE_LIMITED');
+    assert.match(r.body.error.message, /^Rate limit exceeded: 10 requests per minute for the free tier; retry in \d+ s$/);
+  });
+
+  test('a JWT on an API endpoint says API endpoints take a svc_live_ key and JWTs are for key management and theses', async () => {
+    const jwt = await harness().jwt('msg-jwt-user');
+    for (const path of ['/api/v1/signals', '/api/v1/signal-history/bitcoin']) {
+      const r = await harness().request('GET', path, { token: jwt });
+      expectError(r, 401, 'UNAUTHORIZED');
+      assert.match(
+        r.body.error.message,
+        /API endpoints and MCP take an API key \(Authorization: Bearer svc_live_\.\.\.\), not a JWT/,
+        path,
+      );
+      assert.match(r.body.error.message, /JWTs are for key management .* and theses/, path);
+      assert.match(String(r.headers['www-authenticate']), /error="invalid_token", error_description="Invalid API key: API endpoints/);
+    }
+  });
+
+  test('a refused key is named by its display prefix only, with the reason and what to do', async () => {
+    const random = 'Q'.repeat(32);
+    const { jwt } = await harness().keyFor('free');
+    const revoked = await harness().createKey(jwt);
+    const rv = await harness().request('POST', '/api/v1/keys/revoke', { token: jwt, body: { key_id: revoked.id } });
+    assert.equal(rv.status, 200, rv.raw);
+    const cases: [string, RegExp][] = [
+      [`${KEY_PREFIX}${random}${checksum(random)}`, /^Invalid API key svc_live_QQQQ\.\.\.: no such key .*sign in at \/signin/],
+      [`${KEY_PREFIX}${random}000000`, /^Invalid API key svc_live_QQQQ\.\.\.: checksum mismatch \(mistyped or truncated\)/],
+      [`${KEY_PREFIX}short`, /^Invalid API key svc_live_shor\.\.\.: malformed/],
+      [revoked.key, /: it has been revoked; create a new key at \/signin/],
+    ];
+    for (const [key, message] of cases) {
+      const r = await harness().request('GET', '/api/v1/signals', { token: key });
+      expectError(r, 401, 'UNAUTHORIZED');
+      assert.match(r.body.error.message, message, key);
+      const rest = key.slice(KEY_PREFIX.length + 4);
+      if (rest.length >= 8) {
+        assert.ok(!r.raw.includes(rest), 'the rest of the key is never echoed');
+        assert.ok(!String(r.headers['www-authenticate']).includes(rest));
+      }
+    }
+  });
+
+  test('an operation that needs a key, called without one, says how to get one', async () => {
+    const r = await harness().request('GET', '/api/v1/signal-history/bitcoin');
+    expectError(r, 401, 'UNAUTHORIZED');
+    assert.match(r.body.error.message, HOW_TO_GET_A_KEY);
+  });
+});
