@@ -21,6 +21,13 @@ import { SIGNAL_LEVELS, type Factor } from '../engine/types.ts';
 // The `enum` of a text column and `$type` of a jsonb column only type the rows in TypeScript:
 // the SQL columns stay plain `text` / `jsonb` (no CHECK constraint, no migration).
 
+/** A `timestamptz` column (ISO string in TypeScript) that defaults to the time of the insert. */
+function timestampDefaultNow(name: string) {
+  return timestamp(name, { withTimezone: true, mode: 'string' })
+    .notNull()
+    .default(sql`now()`);
+}
+
 /** Statuses of an API key. */
 const KEY_STATUSES = ['active', 'revoked'] as const;
 
@@ -42,9 +49,7 @@ export const signalHistory = pgTable(
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
     factors: jsonb('factors').$type<Factor[]>().notNull(),
-    recordedAt: timestamp('recorded_at', { withTimezone: true, mode: 'string' })
-      .notNull()
-      .default(sql`now()`),
+    recordedAt: timestampDefaultNow('recorded_at'),
   },
   (t) => [uniqueIndex('signal_history_asset_changed_at').on(t.asset, t.changedAt)],
 );
@@ -60,9 +65,7 @@ export const signalSnapshots = pgTable(
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
     payload: jsonb('payload').notNull(),
-    computedAt: timestamp('computed_at', { withTimezone: true, mode: 'string' })
-      .notNull()
-      .default(sql`now()`),
+    computedAt: timestampDefaultNow('computed_at'),
   },
   (t) => [primaryKey({ columns: [t.asset, t.asOf] })],
 );
@@ -75,9 +78,7 @@ export const backfillState = pgTable('backfill_state', {
   asset: text('asset').primaryKey(),
   throughDate: date('through_date', { mode: 'string' }).notNull(),
   engineVersion: text('engine_version').notNull(),
-  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' })
-    .notNull()
-    .default(sql`now()`),
+  updatedAt: timestampDefaultNow('updated_at'),
 });
 
 /**
@@ -88,12 +89,8 @@ export const appUsers = pgTable('app_users', {
   id: text('id').primaryKey(),
   email: text('email'),
   tier: text('tier', { enum: PLAN_TIERS }).notNull().default('free'),
-  createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' })
-    .notNull()
-    .default(sql`now()`),
-  updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' })
-    .notNull()
-    .default(sql`now()`),
+  createdAt: timestampDefaultNow('created_at'),
+  updatedAt: timestampDefaultNow('updated_at'),
 });
 
 /**
@@ -113,9 +110,7 @@ export const apiKeys = pgTable(
     prefix: text('prefix').notNull(),
     keyHash: text('key_hash').notNull(),
     status: text('status', { enum: KEY_STATUSES }).notNull().default('active'),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' })
-      .notNull()
-      .default(sql`now()`),
+    createdAt: timestampDefaultNow('created_at'),
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'string' }),
     lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'string' }),
     requestsTotal: bigint('requests_total', { mode: 'number' }).notNull().default(0),
@@ -143,12 +138,8 @@ export const theses = pgTable(
     stopPrice: doublePrecision('stop_price'),
     horizonDays: integer('horizon_days'),
     conditions: jsonb('conditions').$type<ThesisCondition[]>().notNull(),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'string' })
-      .notNull()
-      .default(sql`now()`),
-    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'string' })
-      .notNull()
-      .default(sql`now()`),
+    createdAt: timestampDefaultNow('created_at'),
+    updatedAt: timestampDefaultNow('updated_at'),
   },
   (t) => [index('theses_user_id').on(t.userId)],
 );
