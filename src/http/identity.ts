@@ -96,8 +96,18 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
       url: `${AUTH_BASE_PATH}/*`,
       schema: { hide: true },
       handler: async (req, reply) => {
-        const path = req.url.split('?')[0]!;
-        if (limiter && req.method === 'POST' && THROTTLED_PATHS.has(path) && (await throttled(limiter, req, reply, path))) return reply;
+        // The path as better-auth's router will match it (a trailing slash or another case must not skip the checks).
+        const path = req.url.split('?')[0]!.replace(/\/+$/, '').toLowerCase();
+        if (req.method === 'POST' && THROTTLED_PATHS.has(path)) {
+          // JSON only: the per-account throttle reads the email from the body, and a form-encoded
+          // body (which better-auth would also accept) must not slip past it.
+          const type = String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+          if (type !== 'application/json') {
+            reply.header('cache-control', 'no-store');
+            return sendError(req, reply, 400, 'INVALID_PARAMETER', 'Send sign-in and sign-up bodies as JSON (Content-Type: application/json)', { field: 'content-type' }, null);
+          }
+          if (limiter && (await throttled(limiter, req, reply, path))) return reply;
+        }
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
         headers.set(CLIENT_IP_HEADER, req.ip);

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { ServiceError } from '../errors.ts';
+import { loggableError, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { PUBLIC_UNMETERED, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -158,7 +158,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   app.post('/mcp', { schema: { hide: true } }, async (req, reply) => {
     const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
     if (!auth.ok) {
-      if (auth.cause) req.log.error({ err: auth.cause }, 'dependency unavailable');
+      if (auth.cause) req.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
       return refuse(reply, auth.error, auth.limits);
     }
     const caller = auth.caller;

@@ -180,8 +180,28 @@ describe('embedded identity provider on PostgreSQL', () => {
           for (const [what, v] of Object.entries(secrets)) assert.ok(!dump.includes(v), `${what} found in ${table_name}`);
         }
 
-        // The outage: the database goes away under the running service.
+        // The outage: the database goes away under the running service. Nothing may reach the
+        // console either (better-call wrote there before), only JSON lines through the logger.
+        const consoleLines: string[] = [];
+        const saved = { error: console.error, warn: console.warn, log: console.log, info: console.info };
+        for (const k of ['error', 'warn', 'log', 'info'] as const)
+          console[k] = (...args: unknown[]) => void consoleLines.push(args.map(String).join(' '));
         await db.drop();
+        // Keyed API and MCP requests during the outage are logged too (their key look-up fails).
+        const keyed = await svc.app.inject({ method: 'GET', url: '/api/v1/signals', headers: { authorization: `Bearer ${apiKey}` } });
+        assert.equal(keyed.statusCode, 503, keyed.body);
+        const mcp = await svc.app.inject({
+          method: 'POST',
+          url: '/mcp',
+          headers: {
+            authorization: `Bearer ${apiKey}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            host: '127.0.0.1',
+          },
+          payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+        });
+        assert.equal(mcp.statusCode, 503, mcp.body);
         const during = [
           await post(svc, '/auth/sign-in/email', { email, password }),
           await post(svc, '/auth/sign-up/email', { name: 'Olga', email: `x.${email}`, password }),
@@ -196,6 +216,8 @@ describe('embedded identity provider on PostgreSQL', () => {
           assert.ok(Number(r.headers['retry-after']) >= 1);
         }
 
+        for (const k of ['error', 'warn', 'log', 'info'] as const) console[k] = saved[k];
+        assert.deepEqual(consoleLines, [], 'nothing written to the console during the outage');
         const lines = log.lines;
         assert.ok(lines.length > 5, 'requests were logged');
         for (const line of lines) assert.doesNotThrow(() => JSON.parse(line), `not JSON: ${line.slice(0, 200)}`);
@@ -251,6 +273,18 @@ describe('sign-in throttle across two instances sharing PostgreSQL and Redis', (
         const retry = Number(refused.headers['retry-after']);
         assert.ok(retry >= 1 && retry <= SIGNIN_ACCOUNT_LIMIT.durationSec, String(retry));
         assert.equal(refused.body.error.details.retry_after_sec, retry);
+        // A form-encoded body (which better-auth would also accept) or a path variant cannot skip
+        // the per-account count: it is refused before anything is evaluated.
+        const form = await a.app.inject({
+          method: 'POST',
+          url: '/auth/sign-in/email',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: `email=${encodeURIComponent(email)}&password=${encodeURIComponent(password)}`,
+          remoteAddress: freshIp(),
+        });
+        assert.equal(form.statusCode, 400, form.body);
+        assert.equal(form.json().error.code, 'INVALID_PARAMETER');
+        assert.equal((await post(a, '/auth/sign-in/email/', { email, password })).status, 429);
         // The right password is refused too while the account is throttled (the guess is never evaluated).
         assert.equal((await post(a, '/auth/sign-in/email', { email, password })).status, 429);
         // Another account is not affected.
