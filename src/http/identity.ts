@@ -101,10 +101,21 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
         if (req.method === 'POST' && THROTTLED_PATHS.has(path)) {
           // JSON only: the per-account throttle reads the email from the body, and a form-encoded
           // body (which better-auth would also accept) must not slip past it.
-          const type = String(req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+          const type = String(req.headers['content-type'] ?? '')
+            .split(';')[0]!
+            .trim()
+            .toLowerCase();
           if (type !== 'application/json') {
             reply.header('cache-control', 'no-store');
-            return sendError(req, reply, 400, 'INVALID_PARAMETER', 'Send sign-in and sign-up bodies as JSON (Content-Type: application/json)', { field: 'content-type' }, null);
+            return sendError(
+              req,
+              reply,
+              400,
+              'INVALID_PARAMETER',
+              'Send sign-in and sign-up bodies as JSON (Content-Type: application/json)',
+              { field: 'content-type' },
+              null,
+            );
           }
           if (limiter && (await throttled(limiter, req, reply, path))) return reply;
         }
