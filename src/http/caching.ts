@@ -8,8 +8,10 @@ const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
 
 /**
  * The `Cache-Control` of an operation's success response at `now`:
- * - market data (tags signals, regime, chains, assets): `public` for public operations,
- *   `private` for key-only ones (the signal history), with `max-age` = the seconds until the
+ * - market data (tags signals, regime, chains, assets): `public` for public operations asked
+ *   without credentials, `private` when the request carried `Authorization` (a shared cache
+ *   must not answer keyed requests: they are metered and their rate-limit headers differ,
+ *   RFC 9111 section 3.5) and for key-only operations (the signal history), with `max-age` = the seconds until the
  *   next 00:00 UTC, when a live deployment computes the next day (at least 60 s). The bundled
  *   dataset never changes while the process runs; a restart with new data or a new AS_OF
  *   happens at a day boundary at the earliest in a daily-ingest deployment, and the ETag
@@ -17,10 +19,10 @@ const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
  * - keys and theses: `no-store` (secrets and per-user state are never cached).
  * Every cacheable answer also gets `Vary: Authorization` (tiers differ only in headers).
  */
-export function cacheControlOf(op: Operation, now = new Date()): string {
+export function cacheControlOf(op: Operation, authorized: boolean, now = new Date()): string {
   if (!MARKET_TAGS.has(op.tag)) return 'no-store';
   const maxAge = Math.max(60, Math.floor((nextUtcMidnight(now).getTime() - now.getTime()) / 1000));
-  return `${op.policy.name === 'public' ? 'public' : 'private'}, max-age=${maxAge}`;
+  return `${op.policy.name === 'public' && !authorized ? 'public' : 'private'}, max-age=${maxAge}`;
 }
 
 const etags = new WeakMap<object, string>();
@@ -65,7 +67,7 @@ export function applyCaching(
   served: { json: string },
   asOf: string | null,
 ): boolean {
-  const cacheControl = cacheControlOf(op);
+  const cacheControl = cacheControlOf(op, Boolean(req.headers.authorization));
   reply.header('Cache-Control', cacheControl);
   if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
   const etag = etagOf(served, asOf);

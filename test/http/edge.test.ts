@@ -72,13 +72,16 @@ describe('compression and caching', { skip: SKIP }, () => {
     assert.ok(res.rawPayload.length < Buffer.byteLength(plain.raw) / 3);
   });
 
-  test('market data: weak ETag, public Cache-Control until the next UTC midnight, Vary: Authorization; 304 on If-None-Match', async () => {
+  test('market data: weak ETag, Cache-Control until the next UTC midnight (public without credentials, private with a key), Vary: Authorization; 304 on If-None-Match', async () => {
     const { key } = await h.keyFor('pro');
+    const anonymous = await h.request('GET', '/api/v1/regime');
+    assert.match(String(anonymous.headers['cache-control']), /^public, max-age=\d+$/);
     const r = await h.request('GET', '/api/v1/regime', { token: key });
     assert.equal(r.status, 200);
     const etag = String(r.headers.etag);
     assert.match(etag, /^W\/"[\w-]+"$/);
-    const m = /^public, max-age=(\d+)$/.exec(String(r.headers['cache-control']));
+    // A shared cache must not answer keyed (metered) requests.
+    const m = /^private, max-age=(\d+)$/.exec(String(r.headers['cache-control']));
     assert.ok(m, String(r.headers['cache-control']));
     const now = new Date();
     const untilMidnight = (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000;
