@@ -6,7 +6,7 @@ import { AdminChannelError, adminSocketPath, requestSetTier } from './admin/chan
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
 import { createCore, logPhase, prepareCore } from './core.ts';
-import { ServiceError } from './errors.ts';
+import { isDependencyDown, loggableError, ServiceError, unexpectedError } from './errors.ts';
 import { DataValidationError } from './providers/port.ts';
 import { DatabaseInUseError, openDatabase } from './store/db.ts';
 import { UserRepo } from './store/user-repo.ts';
@@ -211,8 +211,16 @@ main().catch((err: unknown) => {
     err instanceof RangeError
   ) {
     process.stderr.write(`${(err as Error).message}\n`);
+  } else if ((err as { code?: unknown })?.code === 'EADDRINUSE') {
+    process.stderr.write(
+      `Failed to start: the port is in use (${(err as Error).message}); set PORT (or --port) to a free port, or stop the other process\n`,
+    );
+  } else if (isDependencyDown(err)) {
+    // No stack: a database error's message may carry SQL and parameters.
+    process.stderr.write(`Failed to start: ${unexpectedError(err).message} (${JSON.stringify(loggableError(err))})\n`);
   } else {
-    process.stderr.write(`Failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
+    const e = loggableError(err);
+    process.stderr.write(`Failed to start: ${e === err ? ((err as Error)?.stack ?? String(err)) : JSON.stringify(e)}\n`);
   }
   process.exit(1);
 });

@@ -101,11 +101,16 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
             : null;
       if (!message) req.log.error({ err }, 'framework error');
       // Before routing the caller is not identified: the client address's limits (nothing counted).
-      void addressLimits(req.ip).then((limits) => {
-        reply.headers(rateLimitHeaders(limits));
-        if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, asOf);
-        return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
-      });
+      void addressLimits(req.ip)
+        .then((limits) => {
+          reply.headers(rateLimitHeaders(limits));
+          if (message) return sendError(req, reply, 400, 'INVALID_PARAMETER', message, undefined, asOf);
+          return sendError(req, reply, 500, 'INTERNAL_ERROR', 'Internal server error', undefined, asOf);
+        })
+        .catch((e: unknown) => {
+          req.log.error({ err: loggableError(e) }, 'framework error response failed');
+          if (!reply.sent) reply.raw.destroy();
+        });
     },
     // Requests the HTTP parser refuses (431, bad bytes) get the envelope too: src/http/client-error.ts.
     clientErrorHandler: createClientErrorHandler({

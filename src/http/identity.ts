@@ -44,7 +44,7 @@ function signInEmail(body: Buffer | undefined): string {
 /**
  * Counts one sign-in / sign-up attempt against the per-address and (sign-in) per-account
  * budgets. When one is used up, answers 429 RATE_LIMITED with Retry-After (header and
- * `error.details.retry_after_sec`) and returns true. The account is keyed by the SHA-256 of
+ * `error.details.retry_after`) and returns true. The account is keyed by the SHA-256 of
  * the lower-cased email, so neither Redis nor the log holds the email.
  */
 async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: FastifyReply, path: string): Promise<boolean> {
@@ -68,7 +68,7 @@ async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: F
     429,
     'RATE_LIMITED',
     `Too many sign-in attempts for this ${refused.scope === 'account' ? 'account' : 'address'}; try again in ${refused.retryAfterSec} seconds`,
-    { retry_after_sec: refused.retryAfterSec, scope: refused.scope },
+    { retry_after: refused.retryAfterSec, scope: refused.scope },
     null,
   );
   return true;

@@ -1,7 +1,7 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Logger } from 'pino';
-import { ServiceError } from '../errors.ts';
-import { type Access, anonymousCaller, type Caller, keyCaller } from '../services/access.ts';
+import { loggableError, ServiceError } from '../errors.ts';
+import { type Access, anonymousCaller, type Caller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { KeyService } from '../services/keys.ts';
 import type { Services } from '../services/operation.ts';
 import { createMcpServer } from './server.ts';
@@ -31,12 +31,11 @@ export interface StdioDeps {
 export async function runStdio(deps: StdioDeps, apiKey: string | undefined): Promise<void> {
   const authenticate = async (): Promise<Caller> => {
     if (!apiKey) return anonymousCaller('stdio');
-    try {
-      return keyCaller(await deps.services.keys.authenticate(apiKey));
-    } catch (err) {
-      if (err instanceof ServiceError) throw new ServiceError(err.code, `${STDIO_KEY_ENV}: ${err.message}`, err.details);
-      throw err;
-    }
+    // The same access rules and messages as REST and MCP over HTTP (the key is checked, never metered here).
+    const auth = await deps.access.authenticate(`Bearer ${apiKey}`, PUBLIC_UNMETERED, 'stdio');
+    if (auth.ok) return auth.caller;
+    if (auth.cause) deps.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
+    throw new ServiceError(auth.error.code, `${STDIO_KEY_ENV}: ${auth.error.message}`, auth.error.details);
   };
   const caller = await authenticate();
   const server = createMcpServer({

@@ -272,7 +272,7 @@ describe('sign-in throttle across two instances sharing PostgreSQL and Redis', (
         assert.match(refused.body.error.message, /Too many sign-in attempts for this account; try again in \d+ seconds/);
         const retry = Number(refused.headers['retry-after']);
         assert.ok(retry >= 1 && retry <= SIGNIN_ACCOUNT_LIMIT.durationSec, String(retry));
-        assert.equal(refused.body.error.details.retry_after_sec, retry);
+        assert.equal(refused.body.error.details.retry_after, retry);
         // A form-encoded body (which better-auth would also accept) or a path variant cannot skip
         // the per-account count: it is refused before anything is evaluated.
         const form = await a.app.inject({
