@@ -191,7 +191,11 @@ async function main(): Promise<void> {
   try {
     const args = process.argv.slice(2);
     // No command (nothing, or only the global flags) runs `serve`, as before.
-    if (args.length === 0 || /^--(as-of|port|host|data-dir)(=|$)/.test(args[0]!)) args.unshift('serve');
+    // Global flags may come before a command (`--as-of 2024-03-01 backfill`): `serve` is added
+    // only when no command is named at all.
+    const commands = new Set(['serve', 'mcp', 'backfill', 'users', 'help']);
+    const named = args.some((a) => commands.has(a));
+    if (args.length === 0 || (/^--(as-of|port|host|data-dir)(=|$)/.test(args[0]!) && !named)) args.unshift('serve');
     await program().parseAsync(args, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {

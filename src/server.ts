@@ -66,6 +66,7 @@ export async function createService(
       const { createEmbeddedIdentity } = await import('./auth/identity.ts');
       identity = await createEmbeddedIdentity({
         db: core.database.db,
+        jobsDb: core.database.jobs,
         baseUrl: publicUrl,
         secret,
         audience: config.AUTH_AUDIENCE,

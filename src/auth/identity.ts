@@ -99,6 +99,7 @@ export interface EmbeddedIdentity {
  * and earlier tokens still verify. Instances sharing a database must share the secret.
  *
  * @param opts.db the app's drizzle database (PGlite or PostgreSQL), migrated with the `auth_*` tables.
+ * @param opts.jobsDb the same database on the job connections (start-up clean-ups may outlast a request's statement timeout).
  * @param opts.baseUrl public origin of the service, without trailing slash, e.g. `http://127.0.0.1:3000`.
  * @param opts.secret better-auth secret (>= 32 characters): signs cookies, encrypts the signing keys.
  * @param opts.audience `aud` of the issued JWTs (AUTH_AUDIENCE).
@@ -109,6 +110,8 @@ export interface EmbeddedIdentity {
  */
 export async function createEmbeddedIdentity(opts: {
   db: Db;
+  /** Connections for start-up work whose statements may take longer than a request's (default `db`). */
+  jobsDb?: Db;
   baseUrl: string;
   secret: string;
   audience: string;
@@ -154,9 +157,15 @@ export async function createEmbeddedIdentity(opts: {
         const body = (ctx.body ?? {}) as Record<string, unknown>;
         const password = body[field];
         if (typeof password !== 'string') return;
+        // Sign-up names the account in its body; a signed-in password change is checked against
+        // the session's user (a reset by token has neither: only the generic rules apply).
+        const user =
+          typeof body.email === 'string' || !ctx.headers
+            ? null
+            : ((await auth.api.getSession({ headers: ctx.headers }).catch(() => null))?.user ?? null);
         const problem = await passwordProblem(password, {
-          email: typeof body.email === 'string' ? body.email : undefined,
-          name: typeof body.name === 'string' ? body.name : undefined,
+          email: typeof body.email === 'string' ? body.email : (user?.email ?? undefined),
+          name: typeof body.name === 'string' ? body.name : (user?.name ?? undefined),
         });
         if (problem) throw new APIError('BAD_REQUEST', { code: 'PASSWORD_TOO_WEAK', message: problem });
       }),
@@ -178,9 +187,10 @@ export async function createEmbeddedIdentity(opts: {
   });
 
   const ctx = await auth.$context;
-  await retireUndecryptableKeys(opts.db, ctx.secretConfig, log);
+  const startup = opts.jobsDb ?? opts.db;
+  await retireUndecryptableKeys(startup, ctx.secretConfig, log);
   // Sessions stored in clear before digests: unusable now (lookups digest the token); removed.
-  await opts.db.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
+  await startup.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
 
   const discovery = JSON.stringify({
     issuer,

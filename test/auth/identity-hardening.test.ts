@@ -61,6 +61,22 @@ describe('embedded identity provider on PGlite', () => {
     assert.equal((await svc.database.db.select().from(authUser).where(eq(authUser.email, email))).length, 0);
     const ok = await post(svc, '/auth/sign-up/email', { name: 'Strong', email, password: 'violet tractor orbit 42' });
     assert.equal(ok.status, 200, ok.raw);
+    // A signed-in password change is held to the same rules, against the session's own email and name.
+    const signIn = await post(svc, '/auth/sign-in/email', { email, password: 'violet tractor orbit 42' });
+    assert.equal(signIn.status, 200, signIn.raw);
+    const auth = { authorization: `Bearer ${signIn.body.token}` };
+    for (const newPassword of [email, 'Strong', 'password']) {
+      const r = await post(svc, '/auth/change-password', { currentPassword: 'violet tractor orbit 42', newPassword }, auth);
+      assert.equal(r.status, 400, `${newPassword}: ${r.raw}`);
+      assert.equal(r.body.code, 'PASSWORD_TOO_WEAK', newPassword);
+    }
+    const changed = await post(
+      svc,
+      '/auth/change-password',
+      { currentPassword: 'violet tractor orbit 42', newPassword: 'amber glacier pilot 17' },
+      auth,
+    );
+    assert.equal(changed.status, 200, changed.raw);
   });
 
   test('sign-up for an existing email is indistinguishable from a new one (status and body shape), and changes nothing', async () => {

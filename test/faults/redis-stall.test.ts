@@ -68,6 +68,13 @@ describe('Redis stalled for 10 s under a running service', () => {
       const failed = results.filter((r) => r.status < 200 || r.status > 299);
       assert.equal(failed.length, 0, `not 2xx: ${JSON.stringify(failed.slice(0, 5))}`);
       assert.ok(p99 < 1000, `p99 ${p99.toFixed(0)} ms >= 1 s (${summary})`);
+      for (const label of new Set(results.map((r) => r.label))) {
+        const p = percentile(
+          results.filter((r) => r.label === label).map((r) => r.ms),
+          99,
+        );
+        assert.ok(p < 1000, `${label}: p99 ${p.toFixed(0)} ms >= 1 s`);
+      }
 
       // Recovery without a restart: within 10 s a new client's count is in Redis again.
       let back = false;
