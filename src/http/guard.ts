@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { loggableError, type ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
-import { type Access, bearerChallenge, type Caller, PUBLIC, type Policy } from '../services/access.ts';
+import { type Access, bearerChallenge, type Caller, refusalHeaders, PUBLIC, type Policy } from '../services/access.ts';
 import { sendServiceError } from './envelope.ts';
 
 declare module 'fastify' {
@@ -24,9 +24,8 @@ declare module 'fastify' {
  */
 export function createGuard(access: Access, asOf: string | null, onDecision?: (d: LimitDecision) => void) {
   function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
-    reply.headers(rateLimitHeaders(limits));
+    reply.headers(refusalHeaders(err, limits));
     if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));
-    if (err.code === 'RATE_LIMITED' && err.details?.retry_after !== undefined) reply.header('Retry-After', String(err.details.retry_after));
     return sendServiceError(req, reply, err, asOf);
   }
 

@@ -4,7 +4,7 @@ import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { loggableError, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import { PUBLIC_UNMETERED, type Access } from '../services/access.ts';
+import { PUBLIC_UNMETERED, refusalHeaders, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 import { createMcpServer } from './server.ts';
 
@@ -104,8 +104,7 @@ export async function handleMcpRequest(
  * REST keeps 401 with `WWW-Authenticate` (RFC 6750), for clients that do not do MCP OAuth.
  */
 function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
-  reply.headers(rateLimitHeaders(limits));
-  if (err.code === 'RATE_LIMITED') reply.header('Retry-After', String(err.details?.retry_after ?? 60));
+  reply.headers(refusalHeaders(err, limits));
   const status = err.code === 'UNAUTHORIZED' ? 403 : err.status;
   const data = { code: err.code, ...(typeof err.details?.reason === 'string' && { reason: err.details.reason }) };
   return reply

@@ -2,7 +2,7 @@ import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
 import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts';
 import type { Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
-import type { LimitDecision, TierRateLimiter } from '../rate-limit/limiter.ts';
+import { type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
 import type { UsageTracker } from './usage.ts';
 
@@ -412,4 +412,15 @@ export function bearerChallenge(err: ServiceError): string {
   return err.details?.reason === 'missing'
     ? 'Bearer realm="api"'
     : `Bearer realm="api", error="invalid_token", error_description="${err.message.replace(/"/g, "'")}"`;
+}
+
+/**
+ * The headers of a refused request, whatever the surface: the rate-limit headers of `limits`,
+ * and on a 429 `Retry-After` from the error's `details.retry_after` (seconds; also set when the
+ * refusal came from a budget that `limits` does not describe, e.g. failed authentications).
+ */
+export function refusalHeaders(err: ServiceError, limits: LimitDecision): Record<string, string> {
+  const h = rateLimitHeaders(limits);
+  if (err.code === 'RATE_LIMITED' && err.details?.retry_after !== undefined) h['Retry-After'] = String(err.details.retry_after);
+  return h;
 }
