@@ -35,7 +35,8 @@ export class MarketService {
   readonly regimeSeries: RegimeResult[];
   readonly chainHealthSeries = new Map<ChainId, ChainHealthResult[]>();
   readonly signalSeries = new Map<string, SignalResult[]>();
-  readonly #memo = new Map<string, { value: unknown; json: string }>();
+  /** Answers by question, as served from the cache (one object per answer, so edges can memoize on it, e.g. its ETag). */
+  readonly #memo = new Map<string, Cached<unknown>>();
 
   private constructor(
     readonly data: MarketData,
@@ -90,10 +91,10 @@ export class MarketService {
 
   #cached<T>(key: string, build: () => T): Cached<T> {
     const hit = this.#memo.get(key);
-    if (hit) return { value: hit.value as T, json: hit.json, cached: true };
+    if (hit) return hit as Cached<T>;
     const value = build();
     const json = JSON.stringify(value);
-    this.#memo.set(key, { value, json });
+    this.#memo.set(key, { value, json, cached: true });
     return { value, json, cached: false };
   }
 
