@@ -4,11 +4,13 @@ import { createJwtVerifier } from './auth/jwt.ts';
 import type { Config } from './config.ts';
 import { loggableError } from './errors.ts';
 import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
+import { importBundledDataset } from './jobs/import-dataset.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
 import type { MarketDataProvider } from './providers/port.ts';
 import { TierRateLimiter } from './rate-limit/limiter.ts';
 import { Access } from './services/access.ts';
 import { KeyService } from './services/keys.ts';
+import { StoredMarketProvider } from './services/market-data.ts';
 import { MarketService } from './services/market.ts';
 import type { Services } from './services/operation.ts';
 import { ThesisService } from './services/theses.ts';
@@ -16,6 +18,7 @@ import { UsageTracker } from './services/usage.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { HistoryRepo } from './store/history-repo.ts';
 import { KeyRepo } from './store/key-repo.ts';
+import { MarketRepo } from './store/market-repo.ts';
 import { ThesisRepo } from './store/thesis-repo.ts';
 import { UserRepo } from './store/user-repo.ts';
 
@@ -146,13 +149,20 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
   let usage: UsageTracker | null = null;
   try {
     const history = new HistoryRepo(database.db);
-    const dataset = new DatasetProvider(config.DATA_DIR);
+    // The bundled dataset seeds the market-data store (once per version of its files); the
+    // engine then reads from the store, which the live ingest extends.
+    const imported = await importBundledDataset(new DatasetProvider(config.DATA_DIR), new MarketRepo(database.jobs));
+    t = logPhase(log, 'import', imported.skipped ? 'bundled dataset already in the store' : 'bundled dataset imported into the store', t, {
+      rows: imported.inserted,
+      series: imported.series,
+    });
+    const stored = new StoredMarketProvider(new MarketRepo(database.jobs));
     // Timed apart from the series computation that follows it inside MarketService.create.
     const timedDataset: MarketDataProvider = {
-      name: dataset.name,
+      name: stored.name,
       load: async (asOf?: string) => {
-        const data = await dataset.load(asOf);
-        t = logPhase(log, 'dataset', 'dataset loaded', t, { as_of: data.asOf, assets: data.assets.length });
+        const data = await stored.load(asOf);
+        t = logPhase(log, 'dataset', 'market data loaded from the store', t, { as_of: data.asOf, assets: data.assets.length });
         return data;
       },
     };

@@ -243,7 +243,7 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
   const phases = lines.filter((l) => l.phase);
   assert.deepEqual(
     phases.map((l) => l.phase),
-    ['begin', 'database', 'dataset', 'series', 'identity', 'http', 'backfill', 'warm', 'listen'],
+    ['begin', 'database', 'import', 'dataset', 'series', 'identity', 'http', 'backfill', 'warm', 'listen'],
     r.stdout + r.stderr,
   );
   for (const p of phases.slice(1)) {

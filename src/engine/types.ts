@@ -163,3 +163,21 @@ export interface ChainHealthResult {
   /** The evaluation date this result is for (added: look results up by this, not by `as_of`). */
   date: string;
 }
+
+/**
+ * Kinds of market series (docs/live-data.md): daily candles per asset, the Fear & Greed
+ * index, daily funding-rate means per asset, daily chain metrics per chain and metric.
+ */
+export const SERIES_KINDS = ['candles', 'fear_greed', 'funding', 'metric'] as const;
+export type SeriesKind = (typeof SERIES_KINDS)[number];
+
+/**
+ * The points of one series, each with the venue, file or API it came from (`source`).
+ * Funding rates are daily means as the fraction per 8 hours; `interval_hours` is the
+ * venue's funding interval and `prints` the number of prints averaged (null when unknown).
+ */
+export type SourcedPoints =
+  | { kind: 'candles'; points: (Candle & { source: string })[] }
+  | { kind: 'fear_greed'; points: (FearGreedPoint & { source: string })[] }
+  | { kind: 'funding'; points: (FundingPoint & { interval_hours: number | null; prints: number | null; source: string })[] }
+  | { kind: 'metric'; points: (MetricPoint & { source: string })[] };

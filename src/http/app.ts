@@ -76,7 +76,8 @@ const LOCATION: Record<string, string> = {
  * `meta.request_id`), logged with each line. MCP over HTTP is mounted beside it by the server.
  */
 export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | null): Promise<FastifyInstance> {
-  const asOf = deps.services.market.asOf;
+  // Read at each response: the live ingest moves the as-of day while the service runs.
+  const asOf = () => deps.services.market.asOf;
   const metrics =
     deps.config.METRICS === 'on' ? new HttpMetrics(async () => ({ ...(await deps.ready()), redis: deps.redisUp?.() ?? null })) : null;
   const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${ip}`));
@@ -191,6 +192,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
         { name: 'regime', description: 'BTC market regime' },
         { name: 'chains', description: 'On-chain health and metrics' },
         { name: 'assets', description: 'Supported assets' },
+        { name: 'status', description: 'Freshness of the market data (free, unmetered)' },
         { name: 'keys', description: 'Self-service API keys (JWT of a signed-in user)' },
         { name: 'theses', description: 'Theses and their health (owner only)' },
       ],
@@ -262,7 +264,9 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       .filter(([, ok]) => !ok)
       .map(([name]) => name);
     const ready = failed.length === 0;
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ok' : 'unavailable', checks, ...(ready ? {} : { failed }), as_of: asOf });
+    return reply
+      .code(ready ? 200 : 503)
+      .send({ status: ready ? 'ok' : 'unavailable', checks, ...(ready ? {} : { failed }), as_of: asOf() });
   });
 
   return app;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { nextUtcMidnight } from '../rate-limit/limiter.ts';
 import type { Operation } from '../services/operation.ts';
+import { resolveAsOf, type AsOf } from './envelope.ts';
 
 /** Operation tags whose answers are market data (cacheable); everything else is per-user state. */
 const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
@@ -33,11 +34,11 @@ const etags = new WeakMap<object, string>();
  * data (`meta.timestamp`, `meta.request_id`) and the content coding differ between responses
  * that carry the same data.
  */
-export function etagOf(served: { json: string }, asOf: string | null): string {
+export function etagOf(served: { json: string }, asOf: AsOf): string {
   let tag = etags.get(served);
   if (!tag) {
     tag = `W/"${createHash('sha1')
-      .update(asOf ?? '')
+      .update(resolveAsOf(asOf) ?? '')
       .update('\n')
       .update(served.json)
       .digest('base64url')}"`;
@@ -60,13 +61,7 @@ export function ifNoneMatch(header: string | undefined, etag: string): boolean {
  * data's ETag. Only GET/HEAD market-data answers get an ETag; the others get `no-store`.
  * @returns true when a 304 was sent.
  */
-export function applyCaching(
-  req: FastifyRequest,
-  reply: FastifyReply,
-  op: Operation,
-  served: { json: string },
-  asOf: string | null,
-): boolean {
+export function applyCaching(req: FastifyRequest, reply: FastifyReply, op: Operation, served: { json: string }, asOf: AsOf): boolean {
   const cacheControl = cacheControlOf(op, Boolean(req.headers.authorization));
   reply.header('Cache-Control', cacheControl);
   if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;

@@ -3,6 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { type LimitDecision, rateLimitHeaders } from '../rate-limit/limiter.ts';
+import { resolveAsOf, type AsOf } from './envelope.ts';
 
 /** How long the client-error handler waits for the address's rate-limit state, ms. */
 export const CLIENT_ERROR_LIMITS_TIMEOUT_MS = 500;
@@ -11,7 +12,7 @@ export const CLIENT_ERROR_LIMITS_TIMEOUT_MS = 500;
 export interface ClientErrorDeps {
   log: Logger;
   /** The service's as-of day, for `meta.as_of`. */
-  asOf: string | null;
+  asOf: AsOf;
   /** The rate-limit state of a client address (unauthenticated tier), without counting anything. */
   limits(address: string): Promise<LimitDecision>;
   /** Used when `limits` does not answer within CLIENT_ERROR_LIMITS_TIMEOUT_MS (e.g. the address's state from memory). */
@@ -91,7 +92,7 @@ export function createClientErrorHandler(deps: ClientErrorDeps): (err: NodeJS.Er
         status: 'error',
         data: null,
         error: { code: 'INVALID_PARAMETER', message },
-        meta: { timestamp: new Date().toISOString(), version: 'v1', cached: false, request_id: id, as_of: deps.asOf },
+        meta: { timestamp: new Date().toISOString(), version: 'v1', cached: false, request_id: id, as_of: resolveAsOf(deps.asOf) },
       });
       const headers: Record<string, string> = {
         'Content-Type': 'application/json; charset=utf-8',

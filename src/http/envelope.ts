@@ -2,6 +2,17 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode, type ServiceError } from '../errors.ts';
 
+/**
+ * The as-of day for `meta.as_of`: a value, or a function read at each response (the live
+ * ingest moves the as-of day while the service runs).
+ */
+export type AsOf = string | null | (() => string | null);
+
+/** The current value of an AsOf. */
+export function resolveAsOf(asOf: AsOf): string | null {
+  return typeof asOf === 'function' ? asOf() : asOf;
+}
+
 /** `meta` of every v1 response (README, "REST API v1"). */
 export interface Meta {
   /** ISO 8601 UTC with milliseconds. */
@@ -41,8 +52,8 @@ export const ErrorEnvelopeSchema = z.object({
   meta: MetaSchema,
 });
 
-function meta(req: FastifyRequest, cached: boolean, asOf: string | null): Meta {
-  return { timestamp: new Date().toISOString(), version: 'v1', cached, request_id: String(req.id), as_of: asOf };
+function meta(req: FastifyRequest, cached: boolean, asOf: AsOf): Meta {
+  return { timestamp: new Date().toISOString(), version: 'v1', cached, request_id: String(req.id), as_of: resolveAsOf(asOf) };
 }
 
 /**
@@ -54,7 +65,7 @@ export function sendOk(
   reply: FastifyReply,
   dataJson: string,
   cached: boolean,
-  asOf: string | null,
+  asOf: AsOf,
   status = 200,
 ): FastifyReply {
   const body = `{"status":"ok","data":${dataJson},"meta":${JSON.stringify(meta(req, cached, asOf))}}`;
@@ -69,7 +80,7 @@ export function sendError(
   code: ErrorCode,
   message: string,
   details: Record<string, unknown> | undefined,
-  asOf: string | null,
+  asOf: AsOf,
 ): FastifyReply {
   const error = details ? { code, message, details } : { code, message };
   const body = JSON.stringify({ status: 'error', data: null, error, meta: meta(req, false, asOf) });
@@ -78,6 +89,6 @@ export function sendError(
 }
 
 /** Sends a ServiceError as the error envelope with its status. */
-export function sendServiceError(req: FastifyRequest, reply: FastifyReply, err: ServiceError, asOf: string | null): FastifyReply {
+export function sendServiceError(req: FastifyRequest, reply: FastifyReply, err: ServiceError, asOf: AsOf): FastifyReply {
   return sendError(req, reply, err.status, err.code, err.message, err.details, asOf);
 }

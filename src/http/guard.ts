@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { loggableError, type ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
 import { type Access, bearerChallenge, type Caller, refusalHeaders, PUBLIC, type Policy } from '../services/access.ts';
-import { sendServiceError } from './envelope.ts';
+import { sendServiceError, type AsOf } from './envelope.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -22,7 +22,7 @@ declare module 'fastify' {
  * its outcome: `WWW-Authenticate` on 401 (RFC 6750), `Retry-After` on 429. `onDecision` is
  * told each quota decision (metrics).
  */
-export function createGuard(access: Access, asOf: string | null, onDecision?: (d: LimitDecision) => void) {
+export function createGuard(access: Access, asOf: AsOf, onDecision?: (d: LimitDecision) => void) {
   function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
     reply.headers(refusalHeaders(err, limits));
     if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));

@@ -5,7 +5,7 @@ import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
 import type { Operation, Services } from '../services/operation.ts';
 import { applyCaching } from './caching.ts';
-import { ErrorEnvelopeSchema, sendOk } from './envelope.ts';
+import { ErrorEnvelopeSchema, sendOk, type AsOf } from './envelope.ts';
 import { successEnvelope } from './openapi.ts';
 
 /** The parts of a request a route maps to its operation's input. */
@@ -57,7 +57,7 @@ export function errorCodesOf(op: Operation): ErrorCode[] {
  * summary, description, security, the success and every error status), and the handler maps
  * the request to the operation's input and sends its answer in the envelope.
  */
-export function operationRoute(app: FastifyInstance, services: Services, asOf: string | null, op: Operation, spec: RouteSpec): void {
+export function operationRoute(app: FastifyInstance, services: Services, asOf: AsOf, op: Operation, spec: RouteSpec): void {
   const status = op.status ?? 200;
   const response: Record<number, z.ZodType> = { [status]: successEnvelope(op) };
   for (const code of errorCodesOf(op)) response[ERROR_STATUS[code]] = ErrorEnvelopeSchema;

@@ -1,4 +1,4 @@
-import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint } from '../engine/types.ts';
+import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint, SeriesKind, SourcedPoints } from '../engine/types.ts';
 import type { AssetInfo } from './assets.ts';
 
 /** A series of one chain metric with where it came from. */
@@ -7,6 +7,33 @@ export interface MetricSeries {
   /** Provenance, e.g. `DefiLlama chain TVL via data/chains/ethereum.csv`. */
   source: string;
 }
+
+/**
+ * Identity, provenance and freshness of one market series (docs/live-data.md, "Freshness").
+ * `series` is `candles:<asset>`, `fear_greed`, `funding:<asset>` or `metric:<chain>:<metric>`;
+ * `newest_date` the newest UTC day held; `last_success_at` / `last_error_at` ISO timestamps of
+ * the last successful and failed fetch (null for data only imported from the bundled dataset).
+ */
+export interface SeriesFreshness {
+  series: string;
+  kind: SeriesKind;
+  /** Asset id (candles, funding), chain id (metric) or null (Fear & Greed). */
+  subject: string | null;
+  metric: string | null;
+  source: string;
+  origin: 'bundled' | 'live';
+  /** Expected cadence of new points, hours (24 for a daily series). */
+  cadence_hours: number;
+  newest_date: string | null;
+  last_success_at: string | null;
+  last_error: string | null;
+  last_error_at: string | null;
+}
+
+/** One series of the bundled dataset with every point and its per-row provenance, for the import into the store. */
+export type SeriesExport = Omit<SeriesFreshness, 'origin' | 'newest_date' | 'last_success_at' | 'last_error' | 'last_error_at'> & {
+  rows: SourcedPoints;
+};
 
 /** A stretch of missing days in a daily series (both ends inclusive, UTC days). */
 export interface DataGap {
@@ -38,6 +65,8 @@ export interface MarketData {
   chains: Map<ChainId, Record<string, MetricSeries>>;
   /** Known gaps in the daily series (reported, never filled). */
   gaps: DataGap[];
+  /** Every series with its provenance and freshness (newest day of the full data, not of the cut). */
+  series: SeriesFreshness[];
 }
 
 /**

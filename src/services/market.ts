@@ -1,4 +1,4 @@
-import { computeChainHealthSeries } from '../engine/chain-health.ts';
+import { CHAIN_HEALTH_METRICS, computeChainHealthSeries } from '../engine/chain-health.ts';
 import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
 import { computeSignalSeries, signalChanges } from '../engine/signal.ts';
@@ -6,10 +6,20 @@ import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } f
 import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
 import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
 import { addDays, round } from '../engine/util.ts';
-import type { MarketData, MarketDataProvider } from '../providers/port.ts';
+import type { MarketData, MarketDataProvider, SeriesFreshness } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
+import { staleness, staleReason, type FreshnessInput } from './freshness.ts';
 import { fresh, type Served } from './served.ts';
-import type { AssetsData, ChainHealthData, ChainMetricsData, HistoryData, RegimeData, SignalEntry, SignalsData } from './schemas/market.ts';
+import type {
+  AssetsData,
+  ChainHealthData,
+  ChainMetricsData,
+  HistoryData,
+  RegimeData,
+  SignalEntry,
+  SignalsData,
+  StatusData,
+} from './schemas/market.ts';
 
 /** A payload with its JSON text, and whether it came from the cache (filled before this call). */
 export type Cached<T> = Served<T>;
@@ -24,6 +34,64 @@ function findDay(candles: Candle[], from: number, date: string): number {
   return -1;
 }
 
+/** Options of the market service. */
+export interface MarketOptions {
+  /** `live` when the ingest job feeds the store (GET /status); default `offline`. */
+  mode?: 'offline' | 'live';
+  /** The day freshness is judged against (default: the as-of day); see MarketService.referenceDay. */
+  referenceDay?: () => string;
+}
+
+/** Every series computed from one MarketData. */
+interface MarketState {
+  data: MarketData;
+  regimeSeries: RegimeResult[];
+  chainHealthSeries: Map<ChainId, ChainHealthResult[]>;
+  signalSeries: Map<string, SignalResult[]>;
+}
+
+/** Computes the whole-history regime, chain-health and signal series of `data`. */
+function computeState(data: MarketData): MarketState {
+  const regimeSeries = computeRegimeSeries({
+    btc: data.candles.get('bitcoin') ?? [],
+    fearGreed: data.fearGreed,
+    funding: data.funding.get('bitcoin') ?? [],
+  });
+  const chainHealthSeries = new Map<ChainId, ChainHealthResult[]>();
+  const signalSeries = new Map<string, SignalResult[]>();
+  const regimeByDate = (d: string) => regimeAt(regimeSeries, d)?.regime ?? 'neutral';
+  for (const c of CHAINS) {
+    const dates = (data.candles.get(c.asset) ?? []).map((x) => x.date);
+    if (dates.at(-1) !== data.asOf) dates.push(data.asOf);
+    const metrics: Record<string, { date: string; value: number }[]> = {};
+    for (const [m, s] of Object.entries(data.chains.get(c.chain) ?? {})) metrics[m] = s.points;
+    chainHealthSeries.set(c.chain, computeChainHealthSeries({ chain: c.chain, metrics, regimeByDate, dates }));
+  }
+  for (const a of data.assets) {
+    const candles = data.candles.get(a.asset) ?? [];
+    if (candles.length === 0) continue;
+    const funding = data.funding.get(a.asset) ?? null;
+    signalSeries.set(
+      a.asset,
+      computeSignalSeries({
+        asset: a.asset,
+        candles,
+        fearGreed: data.fearGreed,
+        funding,
+        regime: regimeSeries,
+        chainHealth: a.chain ? (chainHealthSeries.get(a.chain) ?? null) : null,
+        sources: {
+          prices: data.priceSources.get(a.asset) ?? 'dataset',
+          fear_greed: data.fearGreedSource,
+          funding: funding ? (data.fundingSources.get(a.asset) ?? null) : null,
+          chain_health: a.chain ? `chain health of ${a.chain} (see /chain-health/${a.chain})` : null,
+        },
+      }),
+    );
+  }
+  return { data, regimeSeries, chainHealthSeries, signalSeries };
+}
+
 /**
  * The market-intelligence service layer shared by REST and MCP: signals, regime, chain
  * health, chain metrics, assets and signal history, all computed point-in-time from the
@@ -31,53 +99,86 @@ function findDay(candles: Candle[], from: number, date: string): number {
  * answers are memoized per question (data is immutable for a given as-of day).
  */
 export class MarketService {
-  readonly asOf: string;
-  readonly regimeSeries: RegimeResult[];
-  readonly chainHealthSeries = new Map<ChainId, ChainHealthResult[]>();
-  readonly signalSeries = new Map<string, SignalResult[]>();
+  #state: MarketState;
   /** Answers by question, as served from the cache (one object per answer, so edges can memoize on it, e.g. its ETag). */
-  readonly #memo = new Map<string, Cached<unknown>>();
+  #memo = new Map<string, Cached<unknown>>();
+  /** The reference day the memo was filled for (see `referenceDay`). */
+  #memoReference = '';
 
   private constructor(
-    readonly data: MarketData,
+    data: MarketData,
     private readonly history: HistoryRepo | null,
+    private readonly options: MarketOptions,
   ) {
-    this.asOf = data.asOf;
-    this.regimeSeries = computeRegimeSeries({
-      btc: data.candles.get('bitcoin') ?? [],
-      fearGreed: data.fearGreed,
-      funding: data.funding.get('bitcoin') ?? [],
+    this.#state = computeState(data);
+  }
+
+  /** The data the answers are computed from, cut at the as-of day. */
+  get data(): MarketData {
+    return this.#state.data;
+  }
+  /** The as-of day (YYYY-MM-DD): the newest day of the data served. */
+  get asOf(): string {
+    return this.#state.data.asOf;
+  }
+  /** BTC regime per day, oldest first. */
+  get regimeSeries(): RegimeResult[] {
+    return this.#state.regimeSeries;
+  }
+  /** Chain health per chain and day. */
+  get chainHealthSeries(): Map<ChainId, ChainHealthResult[]> {
+    return this.#state.chainHealthSeries;
+  }
+  /** Signal per asset and day. */
+  get signalSeries(): Map<string, SignalResult[]> {
+    return this.#state.signalSeries;
+  }
+
+  /**
+   * The day freshness is judged against: in live mode the newest complete UTC day by the
+   * clock, offline the as-of day (docs/live-data.md, "Freshness").
+   */
+  referenceDay(): string {
+    return this.options.referenceDay?.() ?? this.asOf;
+  }
+
+  /**
+   * Replaces the series' freshness records (after an ingest round that stored nothing new,
+   * e.g. a failed fetch), without recomputing: GET /status shows them at once.
+   */
+  updateSeriesStatus(series: SeriesFreshness[]): void {
+    this.#state = { ...this.#state, data: { ...this.#state.data, series } };
+    this.#memo.delete('status');
+  }
+
+  /** Freshness of every market series (GET /status). */
+  status(): Cached<StatusData> {
+    return this.#cached('status', () => {
+      const ref = this.referenceDay();
+      const series = this.data.series.map((x) => {
+        const label =
+          x.kind === 'metric' ? `${x.subject} ${x.metric}` : x.kind === 'fear_greed' ? 'Fear & Greed index' : (x.subject ?? x.series);
+        const reason = staleReason({ label, kind: x.kind, newest: x.newest_date, cadenceHours: x.cadence_hours }, ref);
+        return { ...x, stale: reason !== null, stale_reason: reason };
+      });
+      return {
+        mode: this.options.mode ?? 'offline',
+        as_of: this.asOf,
+        reference_date: ref,
+        stale_series: series.filter((x) => x.stale).length,
+        series,
+      };
     });
-    const regimeByDate = (d: string) => regimeAt(this.regimeSeries, d)?.regime ?? 'neutral';
-    for (const c of CHAINS) {
-      const dates = (data.candles.get(c.asset) ?? []).map((x) => x.date);
-      if (dates.at(-1) !== data.asOf) dates.push(data.asOf);
-      const metrics: Record<string, { date: string; value: number }[]> = {};
-      for (const [m, s] of Object.entries(data.chains.get(c.chain) ?? {})) metrics[m] = s.points;
-      this.chainHealthSeries.set(c.chain, computeChainHealthSeries({ chain: c.chain, metrics, regimeByDate, dates }));
-    }
-    for (const a of data.assets) {
-      const candles = data.candles.get(a.asset) ?? [];
-      if (candles.length === 0) continue;
-      const funding = data.funding.get(a.asset) ?? null;
-      this.signalSeries.set(
-        a.asset,
-        computeSignalSeries({
-          asset: a.asset,
-          candles,
-          fearGreed: data.fearGreed,
-          funding,
-          regime: this.regimeSeries,
-          chainHealth: a.chain ? (this.chainHealthSeries.get(a.chain) ?? null) : null,
-          sources: {
-            prices: data.priceSources.get(a.asset) ?? 'dataset',
-            fear_greed: data.fearGreedSource,
-            funding: funding ? (data.fundingSources.get(a.asset) ?? null) : null,
-            chain_health: a.chain ? `chain health of ${a.chain} (see /chain-health/${a.chain})` : null,
-          },
-        }),
-      );
-    }
+  }
+
+  /**
+   * Recomputes every series from new data and swaps it in at once (the live ingest, after it
+   * stored new rows): requests see either the old or the new state, never a mix.
+   */
+  reload(data: MarketData): void {
+    const next = computeState(data);
+    this.#state = next;
+    this.#memo = new Map();
   }
 
   /**
@@ -85,11 +186,21 @@ export class MarketService {
    * series. `history` may be null for computations that need no storage (benchmarks, tests).
    * @throws RangeError when `asOf` is before the data starts.
    */
-  static async create(provider: MarketDataProvider, history: HistoryRepo | null, asOf?: string): Promise<MarketService> {
-    return new MarketService(await provider.load(asOf), history);
+  static async create(
+    provider: MarketDataProvider,
+    history: HistoryRepo | null,
+    asOf?: string,
+    options: MarketOptions = {},
+  ): Promise<MarketService> {
+    return new MarketService(await provider.load(asOf), history, options);
   }
 
   #cached<T>(key: string, build: () => T): Cached<T> {
+    const ref = this.referenceDay();
+    if (ref !== this.#memoReference) {
+      this.#memo = new Map();
+      this.#memoReference = ref;
+    }
     const hit = this.#memo.get(key);
     if (hit) return hit as Cached<T>;
     const value = build();
@@ -113,11 +224,45 @@ export class MarketService {
     return a;
   }
 
-  #entry(a: AssetInfo, includeFactors: boolean): SignalEntry | null {
+  /** The newest visible day of a chain metric, or null. */
+  #metricNewest(chain: ChainId, metric: string): string | null {
+    return this.data.chains.get(chain)?.[metric]?.points.at(-1)?.date ?? null;
+  }
+
+  /** The inputs of a chain's health: the metrics it weighs, with their newest days. */
+  #chainInputs(chain: ChainId): FreshnessInput[] {
+    return CHAIN_HEALTH_METRICS[chain].map((m) => ({
+      label: `${chain} ${m.metric}`,
+      kind: 'metric' as const,
+      newest: this.#metricNewest(chain, m.metric),
+    }));
+  }
+
+  /** The inputs of an asset's signal: its prices, Fear & Greed, its funding rates and its chain's metrics. */
+  #assetInputs(a: AssetInfo): FreshnessInput[] {
+    const inputs: FreshnessInput[] = [
+      { label: a.symbol, kind: 'candles', newest: this.data.candles.get(a.asset)?.at(-1)?.date ?? null },
+      { label: 'Fear & Greed index', kind: 'fear_greed', newest: this.data.fearGreed.at(-1)?.date ?? null },
+    ];
+    const funding = this.data.funding.get(a.asset);
+    if (funding) inputs.push({ label: `${a.symbol}`, kind: 'funding', newest: funding.at(-1)?.date ?? null });
+    if (a.chain) inputs.push(...this.#chainInputs(a.chain));
+    return inputs;
+  }
+
+  /**
+   * The current signal entry of an asset, or the reason it is unavailable: no candles on or
+   * before the as-of day, or candles older than the prices' cadence allows (never served as
+   * current).
+   */
+  #entry(a: AssetInfo, includeFactors: boolean): SignalEntry | string {
     const series = this.signalSeries.get(a.asset);
     const candles = this.data.candles.get(a.asset);
     const last = series?.at(-1);
-    if (!series || !candles || !last) return null;
+    if (!series || !candles || !last) return `no price data on or before ${this.asOf}`;
+    const ref = this.referenceDay();
+    const priceStale = staleReason({ label: a.symbol, kind: 'candles', newest: candles.at(-1)!.date }, ref);
+    if (priceStale) return `stale: ${priceStale}; not served as current`;
     const i = candles.length - 1;
     const close = candles[i]!.close;
     const pct = (days: number) => {
@@ -138,6 +283,7 @@ export class MarketService {
       change_7d_pct: pct(7),
       since,
       as_of: last.as_of,
+      ...staleness(this.#assetInputs(a), ref),
     };
     if (includeFactors) {
       entry.factors = last.factors;
@@ -153,8 +299,8 @@ export class MarketService {
       const unavailable: SignalsData['unavailable'] = [];
       for (const a of this.data.assets) {
         const e = this.#entry(a, includeFactors);
-        if (e) signals.push(e);
-        else unavailable.push({ asset: a.asset, reason: `no price data on or before ${this.asOf}` });
+        if (typeof e !== 'string') signals.push(e);
+        else unavailable.push({ asset: a.asset, reason: e, newest_date: this.data.candles.get(a.asset)?.at(-1)?.date ?? null });
       }
       return { signals, unavailable };
     });
@@ -168,7 +314,15 @@ export class MarketService {
     const a = this.#resolve(asked);
     return this.#cached(`signal:${a.asset}:${includeFactors}`, () => {
       const e = this.#entry(a, includeFactors);
-      if (!e) throw new ServiceError('NOT_FOUND', `Asset '${asked}' has no data on or before ${this.asOf}`);
+      if (typeof e === 'string') {
+        throw new ServiceError(
+          'NOT_FOUND',
+          `Asset '${asked}' has no current signal: ${e}. GET /api/v1/status shows the freshness of every series`,
+          {
+            newest_date: this.data.candles.get(a.asset)?.at(-1)?.date ?? null,
+          },
+        );
+      }
       return e;
     });
   }
@@ -187,6 +341,14 @@ export class MarketService {
         confidence: r.confidence,
         since: r.since,
         as_of: r.as_of,
+        ...staleness(
+          [
+            { label: 'BTC', kind: 'candles', newest: this.data.candles.get('bitcoin')?.at(-1)?.date ?? null },
+            { label: 'Fear & Greed index', kind: 'fear_greed', newest: this.data.fearGreed.at(-1)?.date ?? null },
+            { label: 'BTC', kind: 'funding', newest: this.data.funding.get('bitcoin')?.at(-1)?.date ?? null },
+          ],
+          this.referenceDay(),
+        ),
         conditions: r.conditions,
         signals: this.signals(false).value.signals,
       };
@@ -196,7 +358,7 @@ export class MarketService {
   #health(chain: ChainId): ChainHealthData {
     const c = CHAINS.find((x) => x.chain === chain)!;
     const { date: _computedFor, ...h } = this.chainHealthSeries.get(chain)!.at(-1)!;
-    return { ...h, name: c.name };
+    return { ...h, name: c.name, ...staleness(this.#chainInputs(chain), this.referenceDay()) };
   }
 
   /** Health of eth, sol and hype (GET /chain-health). */
@@ -229,16 +391,29 @@ export class MarketService {
       for (const [m, s] of Object.entries(series)) pts[m] = s.points;
       const computed = computeChainMetrics(pts, this.asOf);
       const metrics: ChainMetricsData['metrics'] = {};
+      const ref = this.referenceDay();
+      const reasons: string[] = [];
       for (const [m, v] of Object.entries(computed)) {
+        const reason = staleReason({ label: `${c.chain} ${m}`, kind: 'metric', newest: v.as_of }, ref);
+        if (reason) reasons.push(reason);
         metrics[m] = {
           value: v.value,
           change_7d: v.change_7d,
           change_7d_pct: v.change_7d_pct === null ? null : round(v.change_7d_pct, 4),
           as_of: v.as_of,
+          stale: reason !== null,
+          stale_reason: reason,
           source: series[m]?.source ?? 'dataset',
         };
       }
-      return { chain: c.chain, name: c.name, as_of: this.asOf, metrics };
+      return {
+        chain: c.chain,
+        name: c.name,
+        as_of: this.asOf,
+        stale: reasons.length > 0,
+        stale_reason: reasons.length ? reasons.join('; ') : null,
+        metrics,
+      };
     });
   }
 
@@ -246,7 +421,8 @@ export class MarketService {
   assets(): Cached<AssetsData> {
     return this.#cached('assets', () => ({
       assets: this.data.assets.map((a) => {
-        const e = this.#entry(a, false);
+        const got = this.#entry(a, false);
+        const e = typeof got === 'string' ? null : got;
         const candles = this.data.candles.get(a.asset) ?? [];
         return {
           asset: a.asset,

@@ -29,8 +29,8 @@ export interface Operation<I extends z.ZodType = z.ZodType, O extends z.ZodType 
   readonly summary: string;
   /** What it answers and how (OpenAPI description). */
   readonly description?: string;
-  /** OpenAPI tag: signals, regime, chains, assets, keys, theses. */
-  readonly tag: 'signals' | 'regime' | 'chains' | 'assets' | 'keys' | 'theses';
+  /** OpenAPI tag: signals, regime, chains, assets, status, keys, theses. */
+  readonly tag: 'signals' | 'regime' | 'chains' | 'assets' | 'status' | 'keys' | 'theses';
   /** Who may call it. */
   readonly policy: Policy;
   /** The input after parsing (REST maps path, query and body to it; MCP tool arguments are it or map to it). */

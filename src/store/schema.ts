@@ -18,6 +18,9 @@ import { PLAN_TIERS } from '../auth/tiers.ts';
 import { THESIS_DIRECTIONS, type ThesisCondition } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS, type Factor } from '../engine/types.ts';
 
+// The market-data tables (candles, Fear & Greed, funding, chain metrics, series freshness).
+export * from './market-schema.ts';
+
 // The `enum` of a text column and `$type` of a jsonb column only type the rows in TypeScript:
 // the SQL columns stay plain `text` / `jsonb` (no CHECK constraint, no migration).
 

@@ -38,6 +38,7 @@ function restCall(op: Operation): { method: 'GET' | 'POST' | 'DELETE'; url: stri
     getChainMetrics: { method: 'GET', url: '/api/v1/chain-metrics/eth', input: { chain: 'eth' } },
     listAssets: { method: 'GET', url: '/api/v1/assets', input: {} },
     getSignalHistory: { method: 'GET', url: '/api/v1/signal-history/bitcoin', input: { asset: 'bitcoin', days: 30, limit: 5 } },
+    getStatus: { method: 'GET', url: '/api/v1/status', input: {} },
     createKey: { method: 'POST', url: '/api/v1/keys/create', body: { name: 'p' }, input: { name: 'p' } },
     listKeys: { method: 'GET', url: '/api/v1/keys', input: {} },
     revokeKey: { method: 'POST', url: '/api/v1/keys/revoke', body: { key_id: missing }, input: { key_id: missing } },
@@ -127,7 +128,7 @@ after(async () => {
 });
 
 test('every operation has a REST call and a policy; the six MCP tools wrap operations', () => {
-  assert.equal(OPERATIONS.length, 16);
+  assert.equal(OPERATIONS.length, 17);
   for (const op of OPERATIONS) {
     restCall(op);
     assert.ok(['public', 'api-key', 'api-key-or-user', 'user'].includes(op.policy.name), op.name);
@@ -189,11 +190,18 @@ test('a caller over its quota gets 429 through both, for every operation it may 
       'allowed',
     );
   for (const op of OPERATIONS) {
+    const unmetered = op.policy.quota === 'none';
     const expected: Outcome =
-      op.policy.name === 'user' || (op.policy.tiers && !op.policy.tiers.includes('free')) ? (op.policy.name === 'user' ? 401 : 403) : 429;
+      op.policy.name === 'user' || (op.policy.tiers && !op.policy.tiers.includes('free'))
+        ? op.policy.name === 'user'
+          ? 401
+          : 403
+        : unmetered
+          ? 'allowed'
+          : 429;
     assert.equal(await viaRest(op, header, ip), expected, `REST ${op.name}`);
     assert.equal(await viaMcp(op, header, ip), expected, `MCP ${op.name}`);
-    const anonExpected: Outcome = op.policy.name === 'public' ? 429 : 401;
+    const anonExpected: Outcome = op.policy.name === 'public' ? (unmetered ? 'allowed' : 429) : 401;
     assert.equal(await viaRest(op, undefined, anonIp), anonExpected, `REST anonymous ${op.name}`);
     assert.equal(await viaMcp(op, undefined, anonIp), anonExpected, `MCP anonymous ${op.name}`);
   }

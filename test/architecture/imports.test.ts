@@ -30,7 +30,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   'rate-limit': ['auth/tiers.ts'],
   auth: ['store', 'config.ts', 'errors.ts'],
   services: ['engine', 'providers', 'store', 'auth', 'rate-limit', 'errors.ts', 'config.ts'],
-  jobs: ['services', 'store', 'engine', 'errors.ts'],
+  jobs: ['providers', 'services', 'store', 'engine', 'errors.ts'],
   http: ['services', 'auth', 'rate-limit', 'errors.ts', 'config.ts', 'engine'],
   mcp: ['services', 'rate-limit', 'errors.ts', 'engine'],
   admin: ['auth/tiers.ts'],

@@ -5,6 +5,7 @@ import type { Services } from '../../services/operation.ts';
 import { CreateKeyInput, RevokeKeyInput } from '../../services/schemas/keys.ts';
 import { ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
 import { operationRoute, type RouteParts } from '../route.ts';
+import type { AsOf } from '../envelope.ts';
 
 /** `include_factors`: only the literal strings `true` and `false` are accepted. */
 export const IncludeFactors = z
@@ -45,7 +46,7 @@ const chain = (r: RouteParts) => ({ chain: r.params.asset });
  * Every /api/v1 route: one line per operation (path + parsing around it; the operation in
  * services/operations/ holds the policy, the schemas and the handler).
  */
-export async function v1Routes(app: FastifyInstance, opts: { services: Services; asOf: string | null }): Promise<void> {
+export async function v1Routes(app: FastifyInstance, opts: { services: Services; asOf: AsOf }): Promise<void> {
   const route = (op: Parameters<typeof operationRoute>[3], spec: Parameters<typeof operationRoute>[4]) =>
     operationRoute(app, opts.services, opts.asOf, op, spec);
 
@@ -57,6 +58,7 @@ export async function v1Routes(app: FastifyInstance, opts: { services: Services;
   route(ops.getChainMetrics, { method: 'GET', url: '/chain-metrics/:asset', params: ChainParam, input: chain });
   route(ops.listAssets, { method: 'GET', url: '/assets' });
   route(ops.getSignalHistory, { method: 'GET', url: '/signal-history/:asset', params: AssetParam, querystring: HistoryQuery });
+  route(ops.getStatus, { method: 'GET', url: '/status' });
 
   route(ops.createKey, { method: 'POST', url: '/keys/create', body: CreateKeyInput.optional() });
   route(ops.listKeys, { method: 'GET', url: '/keys' });

@@ -1,11 +1,21 @@
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint } from '../../engine/types.ts';
 import { addDays } from '../../engine/util.ts';
 import { ASSETS } from '../assets.ts';
-import { DataValidationError, type DataGap, type MarketData, type MarketDataProvider, type MetricSeries } from '../port.ts';
+import {
+  DataValidationError,
+  type DataGap,
+  type MarketData,
+  type MarketDataProvider,
+  type MetricSeries,
+  type SeriesExport,
+  type SeriesFreshness,
+} from '../port.ts';
 
 const DAY_MS = 86_400_000;
+const FEAR_GREED_SOURCE = 'data/fear_greed.csv (alternative.me Crypto Fear & Greed Index)';
 const ISO_DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 /** Price file per canonical asset id (data/prices/<file>.csv). */
@@ -84,13 +94,16 @@ interface Csv {
   file: string;
   header: string[];
   rows: string[][];
+  /** SHA-256 of the file's bytes (hex), for the import fingerprint. */
+  sha256: string;
 }
 
 async function readCsv(file: string): Promise<Csv> {
-  const text = await readFile(file, 'utf8');
+  const bytes = await readFile(file);
+  const text = bytes.toString('utf8');
   const lines = text.split(/\r?\n/).filter((l) => l.length > 0);
   const header = (lines.shift() ?? '').split(',');
-  return { file, header, rows: lines.map((l) => l.split(',')) };
+  return { file, header, rows: lines.map((l) => l.split(',')), sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
 function col(csv: Csv, name: string): number {
@@ -147,12 +160,20 @@ interface FullData {
   gaps: DataGap[];
   firstDate: string;
   latestDate: string;
+  /** Venue of each candle (the CSV's `source` column), parallel to `candles`. */
+  candleVenues: Map<string, string[]>;
+  /** Source of each Fear & Greed row, parallel to `fearGreed`. */
+  fearGreedRowSources: string[];
+  /** SHA-256 of each file read, by path relative to the data folder. */
+  files: Map<string, string>;
 }
 
 async function loadFull(dir: string): Promise<FullData> {
   const candles = new Map<string, Candle[]>();
   const priceSources = new Map<string, string>();
   const gaps: DataGap[] = [];
+  const candleVenues = new Map<string, string[]>();
+  const files = new Map<string, string>();
   let latest = '0000-00-00';
   let first = '9999-99-99';
   await Promise.all(
@@ -176,6 +197,11 @@ async function loadFull(dir: string): Promise<FullData> {
         if (x.close <= 0 || x.low <= 0) throw new DataValidationError(`${rel} line ${i + 2}: non-positive price`);
       });
       const venues = [...new Set(csv.rows.map((r) => r[s!]))].join(', ');
+      candleVenues.set(
+        asset,
+        csv.rows.map((r) => r[s!] ?? ''),
+      );
+      files.set(rel, csv.sha256);
       candles.set(asset, list);
       priceSources.set(asset, `data/${rel} (daily close, ${venues})`);
       gaps.push(
@@ -194,6 +220,9 @@ async function loadFull(dir: string): Promise<FullData> {
   }
 
   const fgCsv = await readCsv(path.join(dir, 'fear_greed.csv'));
+  files.set('fear_greed.csv', fgCsv.sha256);
+  const fgSourceIdx = fgCsv.header.indexOf('source');
+  const fearGreedRowSources = fgCsv.rows.map((r) => (fgSourceIdx >= 0 && r[fgSourceIdx] ? r[fgSourceIdx]! : 'alternative.me'));
   const [fd, fv, fc] = ['date', 'value', 'classification'].map((n) => col(fgCsv, n)) as number[];
   const fearGreed = fgCsv.rows.map((r, i) => {
     const value = num(fgCsv, i, r[fv!], 'value');
@@ -215,6 +244,7 @@ async function loadFull(dir: string): Promise<FullData> {
   const fundingSources = new Map<string, string>();
   for (const [asset, file] of Object.entries(FUNDING_FILES)) {
     const csv = await readCsv(path.join(dir, `funding/${file}.csv`));
+    files.set(`funding/${file}.csv`, csv.sha256);
     const [d, m] = ['date', 'funding_rate_mean'].map((n) => col(csv, n)) as number[];
     const list = csv.rows.map((r, i) => ({ date: r[d!]!, rate: num(csv, i, r[m!], 'funding_rate_mean') }));
     checkDates(
@@ -235,6 +265,7 @@ async function loadFull(dir: string): Promise<FullData> {
   const chains = new Map<ChainId, Record<string, MetricSeries>>();
   for (const [chain, spec] of Object.entries(CHAIN_FILES) as [ChainId, (typeof CHAIN_FILES)[ChainId]][]) {
     const csv = await readCsv(path.join(dir, `chains/${spec.file}.csv`));
+    files.set(`chains/${spec.file}.csv`, csv.sha256);
     const dIdx = col(csv, 'date');
     checkDates(
       csv,
@@ -254,7 +285,20 @@ async function loadFull(dir: string): Promise<FullData> {
     }
     chains.set(chain, series);
   }
-  return { candles, priceSources, fearGreed, funding, fundingSources, chains, gaps, firstDate: first, latestDate: latest };
+  return {
+    candles,
+    priceSources,
+    fearGreed,
+    funding,
+    fundingSources,
+    chains,
+    gaps,
+    firstDate: first,
+    latestDate: latest,
+    candleVenues,
+    fearGreedRowSources,
+    files,
+  };
 }
 
 function cut<T extends { date: string }>(list: T[], asOf: string): T[] {
@@ -290,6 +334,110 @@ export class DatasetProvider implements MarketDataProvider {
     return this.#full;
   }
 
+  /**
+   * Fingerprint of the files read (SHA-256 over each file's path and SHA-256), so an import
+   * of this dataset can be skipped when it was already imported unchanged.
+   */
+  async fingerprint(): Promise<string> {
+    const full = await this.#load();
+    const h = createHash('sha256');
+    for (const [f, sha] of [...full.files].sort(([a], [b]) => a.localeCompare(b))) h.update(`${f}:${sha}\n`);
+    return h.digest('hex');
+  }
+
+  /** Every series of the dataset with all its points and per-row provenance (for the import into the store). */
+  async exportSeries(): Promise<SeriesExport[]> {
+    const full = await this.#load();
+    const out: SeriesExport[] = [];
+    for (const [asset, list] of full.candles) {
+      const venues = full.candleVenues.get(asset) ?? [];
+      const file = `data/prices/${PRICE_FILES[asset]}.csv`;
+      out.push({
+        series: `candles:${asset}`,
+        kind: 'candles',
+        subject: asset,
+        metric: null,
+        source: full.priceSources.get(asset) ?? file,
+        cadence_hours: 24,
+        rows: { kind: 'candles', points: list.map((c, i) => ({ ...c, source: `${file} (${venues[i] || 'unknown venue'})` })) },
+      });
+    }
+    out.push({
+      series: 'fear_greed',
+      kind: 'fear_greed',
+      subject: null,
+      metric: null,
+      source: FEAR_GREED_SOURCE,
+      cadence_hours: 24,
+      rows: {
+        kind: 'fear_greed',
+        points: full.fearGreed.map((p, i) => ({ ...p, source: `data/fear_greed.csv (${full.fearGreedRowSources[i]})` })),
+      },
+    });
+    for (const [asset, list] of full.funding) {
+      const source = full.fundingSources.get(asset) ?? 'dataset';
+      out.push({
+        series: `funding:${asset}`,
+        kind: 'funding',
+        subject: asset,
+        metric: null,
+        source,
+        cadence_hours: 24,
+        rows: { kind: 'funding', points: list.map((p) => ({ ...p, interval_hours: 8, prints: null, source })) },
+      });
+    }
+    for (const [chain, rec] of full.chains) {
+      for (const [metric, s] of Object.entries(rec)) {
+        out.push({
+          series: `metric:${chain}:${metric}`,
+          kind: 'metric',
+          subject: chain,
+          metric,
+          source: s.source,
+          cadence_hours: 24,
+          rows: { kind: 'metric', points: s.points.map((p) => ({ ...p, source: s.source })) },
+        });
+      }
+    }
+    return out;
+  }
+
+  #seriesMemo: SeriesFreshness[] | undefined;
+  #series(full: FullData): SeriesFreshness[] {
+    if (this.#seriesMemo) return this.#seriesMemo;
+    const base = (
+      series: string,
+      kind: SeriesFreshness['kind'],
+      subject: string | null,
+      metric: string | null,
+      source: string,
+      newest: string | null,
+    ) => ({
+      series,
+      kind,
+      subject,
+      metric,
+      source,
+      origin: 'bundled' as const,
+      cadence_hours: 24,
+      newest_date: newest,
+      last_success_at: null,
+      last_error: null,
+      last_error_at: null,
+    });
+    const out: SeriesFreshness[] = [];
+    for (const [asset, list] of full.candles)
+      out.push(base(`candles:${asset}`, 'candles', asset, null, full.priceSources.get(asset) ?? '', list.at(-1)?.date ?? null));
+    out.push(base('fear_greed', 'fear_greed', null, null, FEAR_GREED_SOURCE, full.fearGreed.at(-1)?.date ?? null));
+    for (const [asset, list] of full.funding)
+      out.push(base(`funding:${asset}`, 'funding', asset, null, full.fundingSources.get(asset) ?? '', list.at(-1)?.date ?? null));
+    for (const [chain, rec] of full.chains)
+      for (const [metric, s] of Object.entries(rec))
+        out.push(base(`metric:${chain}:${metric}`, 'metric', chain, metric, s.source, s.points.at(-1)?.date ?? null));
+    this.#seriesMemo = out;
+    return out;
+  }
+
   async load(asOf?: string): Promise<MarketData> {
     const full = await this.#load();
     const day = asOf ?? full.latestDate;
@@ -314,10 +462,11 @@ export class DatasetProvider implements MarketDataProvider {
       candles,
       priceSources: full.priceSources,
       fearGreed: cut(full.fearGreed, day),
-      fearGreedSource: 'data/fear_greed.csv (alternative.me Crypto Fear & Greed Index)',
+      fearGreedSource: FEAR_GREED_SOURCE,
       funding,
       fundingSources: full.fundingSources,
       chains,
+      series: this.#series(full),
       gaps: full.gaps.filter((g) => g.from <= day).map((g) => (g.to > day ? { ...g, to: day, days: daysBetween(g.from, day) + 1 } : g)),
     };
   }

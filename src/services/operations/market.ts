@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { HISTORY_TIERS } from '../../auth/tiers.ts';
-import { apiKey, PUBLIC } from '../access.ts';
+import { apiKey, PUBLIC, PUBLIC_UNMETERED } from '../access.ts';
 import { defineOperation } from '../operation.ts';
 import {
   AssetsDataSchema,
@@ -11,6 +11,7 @@ import {
   RegimeDataSchema,
   SignalEntrySchema,
   SignalsDataSchema,
+  StatusDataSchema,
 } from '../schemas/market.ts';
 
 /**
@@ -130,4 +131,16 @@ export const getSignalHistory = defineOperation({
   }),
   output: HistoryDataSchema,
   run: (s, _caller, input) => s.market.signalHistory(input.asset, input.days, input.limit),
+});
+
+export const getStatus = defineOperation({
+  name: 'getStatus',
+  tag: 'status',
+  summary: 'Freshness of every market series',
+  description:
+    'The mode (offline on the bundled dataset, or live), the as-of day, the day freshness is judged against, and per series (candles per asset, Fear & Greed, funding per asset, chain metrics): its source, newest day, last successful fetch, last error and whether it is stale. Free: it counts against no quota.',
+  policy: PUBLIC_UNMETERED,
+  input: None,
+  output: StatusDataSchema,
+  run: (s) => s.market.status(),
 });

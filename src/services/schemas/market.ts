@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CHAIN_STATUSES, FACTOR_NAMES, FUNDING_STATES, MOMENTUM_STATES, RSI_STATES } from '../../engine/types.ts';
+import { CHAIN_STATUSES, FACTOR_NAMES, FUNDING_STATES, MOMENTUM_STATES, RSI_STATES, SERIES_KINDS } from '../../engine/types.ts';
 import { ChainId, Day, RegimeLevel, SignalLevel } from './common.ts';
 
 /**
@@ -24,6 +24,16 @@ export const FactorSchema = z.object({
 /** A factor the asset has no (fresh) data for, with the reason; never invented. */
 export const MissingFactorSchema = z.object({ name: z.string(), reason: z.string() });
 
+/**
+ * Freshness of an answer (docs/live-data.md, "Freshness"): `stale` is true when an input is
+ * older than its series' cadence allows at the reference day; `stale_reason` names each such
+ * input with its newest day.
+ */
+const Stale = {
+  stale: z.boolean().describe('True when an input of this answer is older than its cadence allows'),
+  stale_reason: z.string().nullable().describe('Which inputs are stale and since when; null when fresh'),
+};
+
 /** One asset's signal (GET /signals/{asset}; entries of GET /signals). Prices USD, changes %. */
 export const SignalEntrySchema = z.object({
   asset: z.string().describe('Canonical (CoinGecko) asset id'),
@@ -37,6 +47,7 @@ export const SignalEntrySchema = z.object({
   change_7d_pct: z.number().nullable().describe('Close-to-close change over 7 days, %; null when that day is missing'),
   since: Day.describe('Day the current signal value began'),
   as_of: Day.describe('Day of the newest data used'),
+  ...Stale,
   factors: z.array(FactorSchema).optional().describe('With include_factors=true'),
   missing_factors: z.array(MissingFactorSchema).optional().describe('With include_factors=true: factors without data, not invented'),
 });
@@ -44,7 +55,9 @@ export const SignalEntrySchema = z.object({
 /** `data` of GET /signals. */
 export const SignalsDataSchema = z.object({
   signals: z.array(SignalEntrySchema),
-  unavailable: z.array(z.object({ asset: z.string(), reason: z.string() })).describe('Assets with no data at the as-of day'),
+  unavailable: z
+    .array(z.object({ asset: z.string(), reason: z.string(), newest_date: Day.nullable().describe('Newest day of its prices') }))
+    .describe('Assets with no price data at the as-of day, or prices older than their cadence allows: not served as current'),
 });
 
 /** `data` of GET /regime: the BTC regime, its conditions (RSI-14, Fear & Greed, momentum, funding rate per 8 h) and all signals. */
@@ -54,6 +67,7 @@ export const RegimeDataSchema = z.object({
   confidence: z.number().min(0).max(1),
   since: Day,
   as_of: Day,
+  ...Stale,
   conditions: z.object({
     rsi: z.object({ value: z.number(), period: z.number().int(), state: z.enum(RSI_STATES), as_of: Day }).nullable(),
     fear_greed: z.object({ value: z.number().min(0).max(100), classification: z.string(), as_of: Day }).nullable(),
@@ -87,6 +101,7 @@ export const ChainHealthSchema = z.object({
   missing_metrics: z.array(z.object({ metric: z.string(), last_date: Day.nullable(), reason: z.string() })),
   window_days: z.number().int(),
   as_of: Day.nullable(),
+  ...Stale,
 });
 
 /** `data` of GET /chain-health. */
@@ -97,6 +112,7 @@ export const ChainMetricsSchema = z.object({
   chain: ChainId,
   name: z.string(),
   as_of: Day.describe('The service as-of day'),
+  ...Stale,
   metrics: z.record(
     z.string(),
     z.object({
@@ -104,6 +120,7 @@ export const ChainMetricsSchema = z.object({
       change_7d: z.number().nullable(),
       change_7d_pct: z.number().nullable(),
       as_of: Day.nullable().describe('Day of this value; older than the service as-of day when the source stopped'),
+      ...Stale,
       source: z.string(),
     }),
   ),
@@ -153,6 +170,31 @@ export const HistoryDataSchema = z.object({
   entries: z.array(HistoryEntrySchema).describe('Newest first'),
 });
 
+/** One market series with its provenance and freshness (GET /status). */
+export const SeriesStatusSchema = z.object({
+  series: z.string().describe('`candles:<asset>`, `fear_greed`, `funding:<asset>` or `metric:<chain>:<metric>`'),
+  kind: z.enum(SERIES_KINDS),
+  subject: z.string().nullable().describe('Asset id (candles, funding), chain id (metric), null (Fear & Greed)'),
+  metric: z.string().nullable(),
+  source: z.string().describe('Where the series comes from (the last source fetched, or the bundled file)'),
+  origin: z.enum(['bundled', 'live']).describe('`bundled`: only the bundled dataset so far; `live`: fetched from its upstream'),
+  cadence_hours: z.number().int().describe('Expected cadence of new points, hours'),
+  newest_date: Day.nullable().describe('Newest day stored; null when the series has no data (a documented gap)'),
+  last_success_at: z.string().nullable().describe('Last successful fetch (ISO 8601); null when never fetched'),
+  last_error: z.string().nullable().describe('Last failed fetch, kept until the next success'),
+  last_error_at: z.string().nullable(),
+  ...Stale,
+});
+
+/** `data` of GET /status: the mode, the as-of and reference days, and every series' freshness. */
+export const StatusDataSchema = z.object({
+  mode: z.enum(['offline', 'live']).describe('`offline`: the bundled dataset, no network; `live`: ingesting from public APIs'),
+  as_of: Day.describe('Newest day of the data served'),
+  reference_date: Day.describe('The day freshness is judged against: yesterday (UTC) live, the as-of day offline'),
+  stale_series: z.number().int().describe('How many series are stale'),
+  series: z.array(SeriesStatusSchema),
+});
+
 /** Types of the schemas above. */
 export type SignalEntry = z.infer<typeof SignalEntrySchema>;
 export type SignalsData = z.infer<typeof SignalsDataSchema>;
@@ -162,3 +204,4 @@ export type ChainMetricsData = z.infer<typeof ChainMetricsSchema>;
 export type AssetsData = z.infer<typeof AssetsDataSchema>;
 export type HistoryData = z.infer<typeof HistoryDataSchema>;
 export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
+export type StatusData = z.infer<typeof StatusDataSchema>;

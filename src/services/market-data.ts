@@ -1,0 +1,158 @@
+import type { Candle, ChainId, FundingPoint } from '../engine/types.ts';
+import { ASSETS } from '../providers/assets.ts';
+import { findGaps } from '../providers/dataset/dataset.ts';
+import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
+import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
+
+/** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
+export class AsOfOutOfRangeError extends RangeError {
+  override name = 'AsOfOutOfRangeError';
+}
+
+function cut<T extends { date: string }>(list: readonly T[], asOf: string): T[] {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (list[mid]!.date <= asOf) lo = mid + 1;
+    else hi = mid;
+  }
+  return list.slice(0, lo);
+}
+
+/**
+ * Provenance of a series of rows as consecutive segments of the same source, e.g.
+ * `data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; Binance spot /api/v3/klines 2025-10-01..2025-10-05`.
+ */
+export function sourceSegments(rows: readonly { date: string; source: string }[]): string {
+  const out: string[] = [];
+  let start = 0;
+  for (let i = 1; i <= rows.length; i++) {
+    if (i === rows.length || rows[i]!.source !== rows[start]!.source) {
+      out.push(`${rows[start]!.source} ${rows[start]!.date}..${rows[i - 1]!.date}`);
+      start = i;
+    }
+  }
+  return out.join('; ');
+}
+
+/** A stored series state in the port's shape. */
+export function toFreshness(s: SeriesState): SeriesFreshness {
+  return {
+    series: s.series,
+    kind: s.kind,
+    subject: s.subject,
+    metric: s.metric,
+    source: s.source,
+    origin: s.origin,
+    cadence_hours: s.cadenceHours,
+    newest_date: s.newestDate,
+    last_success_at: s.lastSuccessAt,
+    last_error: s.lastError,
+    last_error_at: s.lastErrorAt,
+  };
+}
+
+/**
+ * The market-data provider over the store (docs/live-data.md): the engine reads the candles,
+ * Fear & Greed, funding and chain metrics stored in the database (imported from the bundled
+ * dataset at first start, extended by the live ingest), cut at the as-of day.
+ */
+export class StoredMarketProvider implements MarketDataProvider {
+  readonly name = 'store';
+
+  constructor(private readonly repo: MarketRepo) {}
+
+  /**
+   * Loads everything stored and cuts it at `asOf` (default: the newest candle day stored).
+   * @throws AsOfOutOfRangeError when `asOf` is before the first candle or after the newest
+   *   one, naming that day; RangeError when nothing is stored.
+   */
+  async load(asOf?: string): Promise<MarketData> {
+    return buildMarketData(await this.repo.loadAll(), asOf);
+  }
+}
+
+/**
+ * Builds the engine's view from stored rows, cut at `asOf` (see StoredMarketProvider.load).
+ * @throws AsOfOutOfRangeError / RangeError as described there.
+ */
+export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData {
+  let first: string | null = null;
+  let latest: string | null = null;
+  for (const list of stored.candles.values()) {
+    if (!list.length) continue;
+    if (first === null || list[0]!.date < first) first = list[0]!.date;
+    if (latest === null || list.at(-1)!.date > latest) latest = list.at(-1)!.date;
+  }
+  if (first === null || latest === null) throw new RangeError('No market data is stored (the bundled dataset import did not run)');
+  const day = asOf ?? latest;
+  if (day < first) throw new AsOfOutOfRangeError(`AS_OF ${day} is before the first day of the data (${first})`);
+  if (day > latest) throw new AsOfOutOfRangeError(`AS_OF ${day} is after the newest day of the data (${latest}); use ${latest} or earlier`);
+
+  const states = new Map(stored.series.map((s) => [s.series, s]));
+  const gaps: DataGap[] = [];
+  const candles = new Map<string, Candle[]>();
+  const priceSources = new Map<string, string>();
+  for (const [asset, rows] of stored.candles) {
+    const visible = cut(rows, day);
+    candles.set(
+      asset,
+      visible.map(({ source: _s, ...c }) => c),
+    );
+    priceSources.set(asset, visible.length ? sourceSegments(visible) : (states.get(`candles:${asset}`)?.source ?? 'store'));
+    gaps.push(
+      ...findGaps(
+        `prices/${asset}`,
+        visible.map((c) => c.date),
+      ),
+    );
+  }
+  const fg = cut(stored.fearGreed, day);
+  gaps.push(
+    ...findGaps(
+      'fear_greed',
+      fg.map((p) => p.date),
+    ),
+  );
+  const funding = new Map<string, FundingPoint[]>();
+  const fundingSources = new Map<string, string>();
+  for (const [asset, rows] of stored.funding) {
+    const visible = cut(rows, day);
+    if (!visible.length) continue;
+    funding.set(
+      asset,
+      visible.map((p) => ({ date: p.date, rate: p.rate })),
+    );
+    fundingSources.set(asset, sourceSegments(visible));
+    gaps.push(
+      ...findGaps(
+        `funding/${asset}`,
+        visible.map((p) => p.date),
+      ),
+    );
+  }
+  const chains = new Map<ChainId, Record<string, MetricSeries>>();
+  for (const s of stored.series) {
+    if (s.kind !== 'metric' || !s.subject || !s.metric) continue;
+    const chain = s.subject as ChainId;
+    const rows = cut(stored.metrics.get(chain)?.get(s.metric) ?? [], day);
+    let rec = chains.get(chain);
+    if (!rec) chains.set(chain, (rec = {}));
+    rec[s.metric] = { points: rows.map((p) => ({ date: p.date, value: p.value })), source: rows.length ? sourceSegments(rows) : s.source };
+  }
+  return {
+    asOf: day,
+    latestDate: latest,
+    assets: ASSETS,
+    candles,
+    priceSources,
+    fearGreed: fg.map(({ source: _s, ...p }) => p),
+    fearGreedSource: fg.length ? sourceSegments(fg) : (states.get('fear_greed')?.source ?? 'store'),
+    funding,
+    fundingSources,
+    chains,
+    gaps,
+    series: stored.series.map(toFreshness),
+  };
+}

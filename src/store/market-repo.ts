@@ -1,0 +1,263 @@
+import { asc, sql } from 'drizzle-orm';
+import type { ChainId, SeriesKind, SourcedPoints } from '../engine/types.ts';
+import type { Db } from './db.ts';
+import {
+  marketCandles,
+  marketChainMetrics,
+  marketFearGreed,
+  marketFunding,
+  marketImports,
+  marketSeries,
+  type SERIES_ORIGINS,
+} from './market-schema.ts';
+
+/** Where a series' rows came from. */
+export type SeriesOrigin = (typeof SERIES_ORIGINS)[number];
+
+type PointsOf<K extends SeriesKind> = Extract<SourcedPoints, { kind: K }>['points'];
+/** A stored candle with the venue or file it came from. */
+export type StoredCandle = PointsOf<'candles'>[number];
+/** A stored daily funding mean (fraction per 8 h) with its venue's interval and print count. */
+export type StoredFunding = PointsOf<'funding'>[number];
+/** A stored chain-metric value with its source. */
+export type StoredMetric = PointsOf<'metric'>[number];
+/** A stored Fear & Greed value with its source. */
+export type StoredFearGreed = PointsOf<'fear_greed'>[number];
+
+/** Identity and provenance of one series (see `market_series`). */
+export interface SeriesSpec {
+  /** `candles:<asset>`, `fear_greed`, `funding:<asset>` or `metric:<chain>:<metric>`. */
+  series: string;
+  kind: SeriesKind;
+  /** Asset id (candles, funding), chain id (metric) or null (Fear & Greed). */
+  subject: string | null;
+  metric: string | null;
+  source: string;
+  origin: SeriesOrigin;
+  /** Expected cadence of new points, hours. */
+  cadenceHours: number;
+}
+
+/** A series with its freshness: newest day stored, last successful fetch and last error (ISO timestamps). */
+export interface SeriesState extends SeriesSpec {
+  newestDate: string | null;
+  lastSuccessAt: string | null;
+  lastError: string | null;
+  lastErrorAt: string | null;
+}
+
+/** Points of one series, by kind. */
+export type SeriesRows = SourcedPoints;
+
+/** Everything stored, ascending by date per series. */
+export interface StoredMarket {
+  candles: Map<string, StoredCandle[]>;
+  fearGreed: StoredFearGreed[];
+  funding: Map<string, StoredFunding[]>;
+  metrics: Map<ChainId, Map<string, StoredMetric[]>>;
+  series: SeriesState[];
+}
+
+/** Rows per INSERT statement (well under PostgreSQL's 65,535 parameters). */
+const BATCH = 1000;
+
+/** Builds the series id of a kind and subject (docs/live-data.md, "Series"). */
+export function seriesId(kind: SeriesKind, subject: string | null, metric: string | null = null): string {
+  if (kind === 'fear_greed') return 'fear_greed';
+  if (kind === 'metric') return `metric:${subject}:${metric}`;
+  return `${kind}:${subject}`;
+}
+
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+/**
+ * Market data storage (candles, Fear & Greed, funding, chain metrics and the freshness of
+ * each series), the same on PGlite and PostgreSQL, so several instances sharing PostgreSQL
+ * share one copy. Stored points are never rewritten: a re-import or a repeated fetch of a
+ * day already stored keeps the stored row (ON CONFLICT DO NOTHING).
+ */
+export class MarketRepo {
+  constructor(private readonly db: Db) {}
+
+  /** The fingerprint of the last import named `name`, or null when never imported. */
+  async importFingerprint(name: string): Promise<string | null> {
+    const rows = await this.db
+      .select({ f: marketImports.fingerprint })
+      .from(marketImports)
+      .where(sql`${marketImports.name} = ${name}`);
+    return rows[0]?.f ?? null;
+  }
+
+  /**
+   * Imports several series in one transaction (all or nothing) and records the import's
+   * fingerprint: the first start's import of the bundled dataset.
+   * @returns the number of rows inserted (rows already stored are kept as they are).
+   */
+  async importAll(name: string, fingerprint: string, series: { spec: SeriesSpec; rows: SeriesRows }[]): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      let inserted = 0;
+      for (const s of series) inserted += await this.#write(tx, s.spec, s.rows, false);
+      await tx
+        .insert(marketImports)
+        .values({ name, fingerprint, rows: inserted })
+        .onConflictDoUpdate({ target: marketImports.name, set: { fingerprint, rows: inserted, importedAt: sql`now()` } });
+      return inserted;
+    });
+  }
+
+  /**
+   * Writes the newly fetched points of one series in one transaction and records a successful
+   * fetch (clearing the last error).
+   * @returns the number of rows inserted.
+   */
+  async writeFetched(spec: SeriesSpec, rows: SeriesRows): Promise<number> {
+    return this.db.transaction((tx) => this.#write(tx, spec, rows, true));
+  }
+
+  /** Records a failed fetch of a series: its points and newest date stay as they are. */
+  async recordError(spec: SeriesSpec, message: string): Promise<void> {
+    await this.db
+      .insert(marketSeries)
+      .values({ ...spec, lastError: message, lastErrorAt: sql`now()` })
+      .onConflictDoUpdate({ target: marketSeries.series, set: { lastError: message, lastErrorAt: sql`now()`, updatedAt: sql`now()` } });
+  }
+
+  async #write(tx: Tx, spec: SeriesSpec, rows: SeriesRows, fetched: boolean): Promise<number> {
+    let inserted = 0;
+    const pts = rows.points;
+    for (let i = 0; i < pts.length; i += BATCH) {
+      const chunk = pts.slice(i, i + BATCH);
+      inserted += await this.#insert(tx, spec, { kind: rows.kind, points: chunk } as SeriesRows);
+    }
+    const newest = pts.length ? pts.reduce((m, p) => (p.date > m ? p.date : m), pts[0]!.date) : null;
+    const set: Record<string, unknown> = {
+      newestDate: newest ? sql`greatest(${marketSeries.newestDate}, ${newest}::date)` : marketSeries.newestDate,
+      updatedAt: sql`now()`,
+    };
+    if (fetched)
+      Object.assign(set, { lastSuccessAt: sql`now()`, lastError: null, lastErrorAt: null, origin: spec.origin, source: spec.source });
+    await tx
+      .insert(marketSeries)
+      .values({ ...spec, newestDate: newest, ...(fetched ? { lastSuccessAt: sql`now()` } : {}) })
+      .onConflictDoUpdate({ target: marketSeries.series, set });
+    return inserted;
+  }
+
+  async #insert(tx: Tx, spec: SeriesSpec, rows: SeriesRows): Promise<number> {
+    if (rows.points.length === 0) return 0;
+    const subject = spec.subject ?? '';
+    switch (rows.kind) {
+      case 'candles':
+        return (
+          await tx
+            .insert(marketCandles)
+            .values(
+              rows.points.map((p) => ({
+                asset: subject,
+                date: p.date,
+                open: p.open,
+                high: p.high,
+                low: p.low,
+                close: p.close,
+                volume: p.volume,
+                source: p.source,
+              })),
+            )
+            .onConflictDoNothing()
+            .returning({ d: marketCandles.date })
+        ).length;
+      case 'fear_greed':
+        return (
+          await tx
+            .insert(marketFearGreed)
+            .values(rows.points.map((p) => ({ date: p.date, value: p.value, classification: p.classification, source: p.source })))
+            .onConflictDoNothing()
+            .returning({ d: marketFearGreed.date })
+        ).length;
+      case 'funding':
+        return (
+          await tx
+            .insert(marketFunding)
+            .values(
+              rows.points.map((p) => ({
+                asset: subject,
+                date: p.date,
+                rate: p.rate,
+                intervalHours: p.interval_hours,
+                prints: p.prints,
+                source: p.source,
+              })),
+            )
+            .onConflictDoNothing()
+            .returning({ d: marketFunding.date })
+        ).length;
+      case 'metric':
+        return (
+          await tx
+            .insert(marketChainMetrics)
+            .values(rows.points.map((p) => ({ chain: subject, metric: spec.metric ?? '', date: p.date, value: p.value, source: p.source })))
+            .onConflictDoNothing()
+            .returning({ d: marketChainMetrics.date })
+        ).length;
+    }
+  }
+
+  /** Every series' freshness state, by series id. */
+  async seriesStates(): Promise<SeriesState[]> {
+    const rows = await this.db.select().from(marketSeries).orderBy(asc(marketSeries.series));
+    return rows.map((r) => ({
+      series: r.series,
+      kind: r.kind,
+      subject: r.subject,
+      metric: r.metric,
+      source: r.source,
+      origin: r.origin,
+      cadenceHours: r.cadenceHours,
+      newestDate: r.newestDate,
+      lastSuccessAt: r.lastSuccessAt,
+      lastError: r.lastError,
+      lastErrorAt: r.lastErrorAt,
+    }));
+  }
+
+  /** Reads everything stored, each series ascending by date. */
+  async loadAll(): Promise<StoredMarket> {
+    const [candleRows, fgRows, fundingRows, metricRows, series] = [
+      await this.db.select().from(marketCandles).orderBy(asc(marketCandles.asset), asc(marketCandles.date)),
+      await this.db.select().from(marketFearGreed).orderBy(asc(marketFearGreed.date)),
+      await this.db.select().from(marketFunding).orderBy(asc(marketFunding.asset), asc(marketFunding.date)),
+      await this.db
+        .select()
+        .from(marketChainMetrics)
+        .orderBy(asc(marketChainMetrics.chain), asc(marketChainMetrics.metric), asc(marketChainMetrics.date)),
+      await this.seriesStates(),
+    ];
+    const candles = new Map<string, StoredCandle[]>();
+    for (const r of candleRows) {
+      let l = candles.get(r.asset);
+      if (!l) candles.set(r.asset, (l = []));
+      l.push({ date: r.date, open: r.open, high: r.high, low: r.low, close: r.close, volume: r.volume, source: r.source });
+    }
+    const funding = new Map<string, StoredFunding[]>();
+    for (const r of fundingRows) {
+      let l = funding.get(r.asset);
+      if (!l) funding.set(r.asset, (l = []));
+      l.push({ date: r.date, rate: r.rate, interval_hours: r.intervalHours, prints: r.prints, source: r.source });
+    }
+    const metrics = new Map<ChainId, Map<string, StoredMetric[]>>();
+    for (const r of metricRows) {
+      let m = metrics.get(r.chain as ChainId);
+      if (!m) metrics.set(r.chain as ChainId, (m = new Map()));
+      let l = m.get(r.metric);
+      if (!l) m.set(r.metric, (l = []));
+      l.push({ date: r.date, value: r.value, source: r.source });
+    }
+    return {
+      candles,
+      fearGreed: fgRows.map((r) => ({ date: r.date, value: r.value, classification: r.classification, source: r.source })),
+      funding,
+      metrics,
+      series,
+    };
+  }
+}
