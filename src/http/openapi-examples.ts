@@ -2,492 +2,496 @@
 
 /** `meta` of the examples. */
 export const EXAMPLE_META = {
-  "timestamp": "2025-09-30T12:00:00.000Z",
-  "version": "v1",
-  "cached": false,
-  "request_id": "9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77",
-  "as_of": "2025-09-30"
+  timestamp: '2025-09-30T12:00:00.000Z',
+  version: 'v1',
+  cached: false,
+  request_id: '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77',
+  as_of: '2025-09-30',
 } as const;
 
 /** `data` of each operation's success response, by operationId. */
 export const SUCCESS_EXAMPLES: Record<string, unknown> = {
-  "listSignals": {
-    "signals": [
+  listSignals: {
+    signals: [
       {
-        "asset": "bitcoin",
-        "symbol": "BTC",
-        "name": "Bitcoin",
-        "signal": "buy",
-        "score": 0.1597,
-        "confidence": 0.846,
-        "price_usd": 114048.93,
-        "change_24h_pct": -0.2301,
-        "change_7d_pct": 1.8305,
-        "since": "2025-09-28",
-        "as_of": "2025-09-30",
-        "stale": false,
-        "stale_reason": null
-      }
+        asset: 'bitcoin',
+        symbol: 'BTC',
+        name: 'Bitcoin',
+        signal: 'buy',
+        score: 0.1597,
+        confidence: 0.846,
+        price_usd: 114048.93,
+        change_24h_pct: -0.2301,
+        change_7d_pct: 1.8305,
+        since: '2025-09-28',
+        as_of: '2025-09-30',
+        stale: false,
+        stale_reason: null,
+      },
     ],
-    "unavailable": []
+    unavailable: [],
   },
-  "getSignal": {
-    "asset": "bitcoin",
-    "symbol": "BTC",
-    "name": "Bitcoin",
-    "signal": "buy",
-    "score": 0.1597,
-    "confidence": 0.846,
-    "price_usd": 114048.93,
-    "change_24h_pct": -0.2301,
-    "change_7d_pct": 1.8305,
-    "since": "2025-09-28",
-    "as_of": "2025-09-30",
-    "stale": false,
-    "stale_reason": null,
-    "factors": [
+  getSignal: {
+    asset: 'bitcoin',
+    symbol: 'BTC',
+    name: 'Bitcoin',
+    signal: 'buy',
+    score: 0.1597,
+    confidence: 0.846,
+    price_usd: 114048.93,
+    change_24h_pct: -0.2301,
+    change_7d_pct: 1.8305,
+    since: '2025-09-28',
+    as_of: '2025-09-30',
+    stale: false,
+    stale_reason: null,
+    factors: [
       {
-        "name": "trend",
-        "value": 8.88,
-        "unit": "% vs SMA-200",
-        "score": 0.2275,
-        "weight": 0.2778,
-        "contribution": 0.0632,
-        "explanation": "Close 114,048.93 is +0.38% vs its 50-day SMA (113,617.62) and +8.88% vs its 200-day SMA (104,744.39), trend score 0.2275.",
-        "source": "data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; SMA-50 and SMA-200 of daily closes",
-        "as_of": "2025-09-30"
-      }
+        name: 'trend',
+        value: 8.88,
+        unit: '% vs SMA-200',
+        score: 0.2275,
+        weight: 0.2778,
+        contribution: 0.0632,
+        explanation:
+          'Close 114,048.93 is +0.38% vs its 50-day SMA (113,617.62) and +8.88% vs its 200-day SMA (104,744.39), trend score 0.2275.',
+        source: 'data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; SMA-50 and SMA-200 of daily closes',
+        as_of: '2025-09-30',
+      },
     ],
-    "missing_factors": []
+    missing_factors: [],
   },
-  "getRegime": {
-    "regime": "neutral",
-    "score": 0.2133,
-    "confidence": 0.4668,
-    "since": "2025-09-23",
-    "as_of": "2025-09-30",
-    "stale": false,
-    "stale_reason": null,
-    "conditions": {
-      "rsi": {
-        "value": 52.61,
-        "period": 14,
-        "state": "neutral",
-        "as_of": "2025-09-30"
+  getRegime: {
+    regime: 'neutral',
+    score: 0.2133,
+    confidence: 0.4668,
+    since: '2025-09-23',
+    as_of: '2025-09-30',
+    stale: false,
+    stale_reason: null,
+    conditions: {
+      rsi: {
+        value: 52.61,
+        period: 14,
+        state: 'neutral',
+        as_of: '2025-09-30',
       },
-      "fear_greed": {
-        "value": 50,
-        "classification": "Neutral",
-        "as_of": "2025-09-30"
+      fear_greed: {
+        value: 50,
+        classification: 'Neutral',
+        as_of: '2025-09-30',
       },
-      "momentum": {
-        "return_30d_pct": 5.36,
-        "price_vs_sma_200_pct": 8.88,
-        "state": "positive",
-        "as_of": "2025-09-30"
+      momentum: {
+        return_30d_pct: 5.36,
+        price_vs_sma_200_pct: 8.88,
+        state: 'positive',
+        as_of: '2025-09-30',
       },
-      "funding_rate": {
-        "value": 0.0000361,
-        "annualized_pct": 3.95,
-        "state": "neutral",
-        "as_of": "2025-09-30"
-      }
+      funding_rate: {
+        value: 0.0000361,
+        annualized_pct: 3.95,
+        state: 'neutral',
+        as_of: '2025-09-30',
+      },
     },
-    "signals": [
+    signals: [
       {
-        "asset": "bitcoin",
-        "symbol": "BTC",
-        "name": "Bitcoin",
-        "signal": "buy",
-        "score": 0.1597,
-        "confidence": 0.846,
-        "price_usd": 114048.93,
-        "change_24h_pct": -0.2301,
-        "change_7d_pct": 1.8305,
-        "since": "2025-09-28",
-        "as_of": "2025-09-30",
-        "stale": false,
-        "stale_reason": null
-      }
-    ]
-  },
-  "listChainHealth": {
-    "chains": [
-      {
-        "chain": "eth",
-        "score": 56.72,
-        "status": "neutral",
-        "z_score": 0.2705,
-        "regime": "neutral",
-        "sensitivity": 1,
-        "components": [
-          {
-            "metric": "transactions",
-            "value": 1593192,
-            "z_score": 0.0655,
-            "weight": 0.6667,
-            "contribution": 0.0437,
-            "as_of": "2025-09-30"
-          }
-        ],
-        "missing_metrics": [
-          {
-            "metric": "tvl",
-            "last_date": "2025-08-02",
-            "reason": "stale: newest value is 59 days old (limit 14)"
-          }
-        ],
-        "window_days": 90,
-        "as_of": "2025-09-30",
-        "name": "Ethereum",
-        "stale": true,
-        "stale_reason": "eth tvl (chain metric) end 2025-08-02, 59 days before 2025-09-30 (expected every 24 h); eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth fees_usd_etherscan_derived (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h)"
-      }
-    ]
-  },
-  "getChainHealth": {
-    "chain": "eth",
-    "score": 56.72,
-    "status": "neutral",
-    "z_score": 0.2705,
-    "regime": "neutral",
-    "sensitivity": 1,
-    "components": [
-      {
-        "metric": "transactions",
-        "value": 1593192,
-        "z_score": 0.0655,
-        "weight": 0.6667,
-        "contribution": 0.0437,
-        "as_of": "2025-09-30"
-      }
-    ],
-    "missing_metrics": [
-      {
-        "metric": "tvl",
-        "last_date": "2025-08-02",
-        "reason": "stale: newest value is 59 days old (limit 14)"
-      }
-    ],
-    "window_days": 90,
-    "as_of": "2025-09-30",
-    "name": "Ethereum",
-    "stale": true,
-    "stale_reason": "eth tvl (chain metric) end 2025-08-02, 59 days before 2025-09-30 (expected every 24 h); eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth fees_usd_etherscan_derived (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h)"
-  },
-  "getChainMetrics": {
-    "chain": "eth",
-    "name": "Ethereum",
-    "as_of": "2025-09-30",
-    "stale": true,
-    "stale_reason": "eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth fees_usd_etherscan_derived (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth tvl (chain metric) end 2025-08-02, 59 days before 2025-09-30 (expected every 24 h)",
-    "metrics": {
-      "active_addresses": {
-        "value": 465733,
-        "change_7d": -2990,
-        "change_7d_pct": -0.6379,
-        "as_of": "2024-05-31",
-        "stale": true,
-        "stale_reason": "eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h)",
-        "source": "Etherscan daily active addresses; data/chains/ethereum.csv 2020-01-01..2024-05-31"
+        asset: 'bitcoin',
+        symbol: 'BTC',
+        name: 'Bitcoin',
+        signal: 'buy',
+        score: 0.1597,
+        confidence: 0.846,
+        price_usd: 114048.93,
+        change_24h_pct: -0.2301,
+        change_7d_pct: 1.8305,
+        since: '2025-09-28',
+        as_of: '2025-09-30',
+        stale: false,
+        stale_reason: null,
       },
-      "avg_gas_price_gwei": {
-        "value": 1.5745,
-        "change_7d": 0.44199999999999995,
-        "change_7d_pct": 39.0287,
-        "as_of": "2025-09-30",
-        "stale": false,
-        "stale_reason": null,
-        "source": "Etherscan daily average gas price (gwei); data/chains/ethereum.csv 2020-01-01..2025-09-30"
-      }
-    }
+    ],
   },
-  "listAssets": {
-    "assets": [
+  listChainHealth: {
+    chains: [
       {
-        "asset": "bitcoin",
-        "symbol": "BTC",
-        "name": "Bitcoin",
-        "signal": "buy",
-        "score": 0.1597,
-        "price_usd": 114048.93,
-        "chain": null,
-        "data_from": "2018-03-17",
-        "data_to": "2025-09-30",
-        "capabilities": {
-          "signals": true,
-          "factors": true,
-          "signal_history": true,
-          "chain_health": false,
-          "chain_metrics": false,
-          "funding_rate": true,
-          "thesis": true
-        }
-      }
-    ]
-  },
-  "getSignalHistory": {
-    "asset": "bitcoin",
-    "days": 90,
-    "limit": 50,
-    "entries": [
-      {
-        "changed_at": "2025-09-28",
-        "signal": "buy",
-        "previous_signal": "neutral",
-        "score": 0.1428,
-        "confidence": 1,
-        "price_usd": 112163.95,
-        "factors": [
+        chain: 'eth',
+        score: 56.72,
+        status: 'neutral',
+        z_score: 0.2705,
+        regime: 'neutral',
+        sensitivity: 1,
+        components: [
           {
-            "name": "trend",
-            "unit": "% vs SMA-200",
-            "as_of": "2025-09-28",
-            "score": 0.1054,
-            "value": 7.41,
-            "source": "data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; SMA-50 and SMA-200 of daily closes",
-            "weight": 0.2778,
-            "explanation": "Close 112,163.95 is -1.45% vs its 50-day SMA (113,810.01) and +7.41% vs its 200-day SMA (104,428.08), trend score 0.1054.",
-            "contribution": 0.0293
-          }
-        ]
-      }
-    ]
+            metric: 'transactions',
+            value: 1593192,
+            z_score: 0.0655,
+            weight: 0.6667,
+            contribution: 0.0437,
+            as_of: '2025-09-30',
+          },
+        ],
+        missing_metrics: [
+          {
+            metric: 'tvl',
+            last_date: '2025-08-02',
+            reason: 'stale: newest value is 59 days old (limit 14)',
+          },
+        ],
+        window_days: 90,
+        as_of: '2025-09-30',
+        name: 'Ethereum',
+        stale: true,
+        stale_reason:
+          'eth tvl (chain metric) end 2025-08-02, 59 days before 2025-09-30 (expected every 24 h); eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth fees_usd_etherscan_derived (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h)',
+      },
+    ],
   },
-  "getStatus": {
-    "mode": "offline",
-    "as_of": "2025-09-30",
-    "reference_date": "2025-09-30",
-    "stale_series": 13,
-    "series": [
+  getChainHealth: {
+    chain: 'eth',
+    score: 56.72,
+    status: 'neutral',
+    z_score: 0.2705,
+    regime: 'neutral',
+    sensitivity: 1,
+    components: [
       {
-        "series": "candles:avalanche-2",
-        "kind": "candles",
-        "subject": "avalanche-2",
-        "metric": null,
-        "source": "data/prices/avax.csv (daily close, binance_spot)",
-        "origin": "bundled",
-        "cadence_hours": 24,
-        "newest_date": "2025-09-30",
-        "last_success_at": null,
-        "last_error": null,
-        "last_error_at": null,
-        "stale": false,
-        "stale_reason": null
-      }
-    ]
-  },
-  "createKey": {
-    "id": "c6f29f95-5b82-4059-808c-c9174aea6053",
-    "key": "svc_live_wZe5rU7DjGxwEsGQv60YyMD5rv6wCb6j3jLAow",
-    "prefix": "svc_live_wZe5",
-    "name": "laptop",
-    "tier": "free",
-    "created_at": "2025-09-30T12:00:00.000Z"
-  },
-  "listKeys": {
-    "keys": [
+        metric: 'transactions',
+        value: 1593192,
+        z_score: 0.0655,
+        weight: 0.6667,
+        contribution: 0.0437,
+        as_of: '2025-09-30',
+      },
+    ],
+    missing_metrics: [
       {
-        "id": "c6f29f95-5b82-4059-808c-c9174aea6053",
-        "prefix": "svc_live_wZe5",
-        "name": "laptop",
-        "tier": "free",
-        "status": "active",
-        "usage": {
-          "requests_today": 0,
-          "requests_total": 0,
-          "last_used_at": null
+        metric: 'tvl',
+        last_date: '2025-08-02',
+        reason: 'stale: newest value is 59 days old (limit 14)',
+      },
+    ],
+    window_days: 90,
+    as_of: '2025-09-30',
+    name: 'Ethereum',
+    stale: true,
+    stale_reason:
+      'eth tvl (chain metric) end 2025-08-02, 59 days before 2025-09-30 (expected every 24 h); eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth fees_usd_etherscan_derived (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h)',
+  },
+  getChainMetrics: {
+    chain: 'eth',
+    name: 'Ethereum',
+    as_of: '2025-09-30',
+    stale: true,
+    stale_reason:
+      'eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth fees_usd_etherscan_derived (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h); eth tvl (chain metric) end 2025-08-02, 59 days before 2025-09-30 (expected every 24 h)',
+    metrics: {
+      active_addresses: {
+        value: 465733,
+        change_7d: -2990,
+        change_7d_pct: -0.6379,
+        as_of: '2024-05-31',
+        stale: true,
+        stale_reason: 'eth active_addresses (chain metric) end 2024-05-31, 487 days before 2025-09-30 (expected every 24 h)',
+        source: 'Etherscan daily active addresses; data/chains/ethereum.csv 2020-01-01..2024-05-31',
+      },
+      avg_gas_price_gwei: {
+        value: 1.5745,
+        change_7d: 0.44199999999999995,
+        change_7d_pct: 39.0287,
+        as_of: '2025-09-30',
+        stale: false,
+        stale_reason: null,
+        source: 'Etherscan daily average gas price (gwei); data/chains/ethereum.csv 2020-01-01..2025-09-30',
+      },
+    },
+  },
+  listAssets: {
+    assets: [
+      {
+        asset: 'bitcoin',
+        symbol: 'BTC',
+        name: 'Bitcoin',
+        signal: 'buy',
+        score: 0.1597,
+        price_usd: 114048.93,
+        chain: null,
+        data_from: '2018-03-17',
+        data_to: '2025-09-30',
+        capabilities: {
+          signals: true,
+          factors: true,
+          signal_history: true,
+          chain_health: false,
+          chain_metrics: false,
+          funding_rate: true,
+          thesis: true,
         },
-        "created_at": "2025-09-30T12:00:00.000Z",
-        "revoked_at": null
-      }
-    ]
-  },
-  "createThesis": {
-    "id": "aaa1af2c-bab0-4cb3-bef7-ceca910e19c8",
-    "asset": "bitcoin",
-    "symbol": "BTC",
-    "name": "Bitcoin",
-    "direction": "long",
-    "title": "BTC holds the 200-day average",
-    "entry_price": 95000,
-    "target_price": 120000,
-    "stop_price": 88000,
-    "horizon_days": 90,
-    "conditions": [
-      {
-        "id": "rsi-hot",
-        "metric": "rsi_14",
-        "operator": "gt",
-        "value": 75,
-        "kind": "warning"
-      }
+      },
     ],
-    "created_at": "2025-09-30T12:00:00.000Z",
-    "updated_at": "2025-09-30T12:00:00.000Z"
   },
-  "listTheses": {
-    "theses": [
+  getSignalHistory: {
+    asset: 'bitcoin',
+    days: 90,
+    limit: 50,
+    entries: [
       {
-        "id": "aaa1af2c-bab0-4cb3-bef7-ceca910e19c8",
-        "asset": "bitcoin",
-        "symbol": "BTC",
-        "name": "Bitcoin",
-        "direction": "long",
-        "title": "BTC holds the 200-day average",
-        "entry_price": 95000,
-        "target_price": 120000,
-        "stop_price": 88000,
-        "horizon_days": 90,
-        "conditions": [
+        changed_at: '2025-09-28',
+        signal: 'buy',
+        previous_signal: 'neutral',
+        score: 0.1428,
+        confidence: 1,
+        price_usd: 112163.95,
+        factors: [
           {
-            "id": "rsi-hot",
-            "metric": "rsi_14",
-            "operator": "gt",
-            "value": 75,
-            "kind": "warning"
-          }
+            name: 'trend',
+            unit: '% vs SMA-200',
+            as_of: '2025-09-28',
+            score: 0.1054,
+            value: 7.41,
+            source: 'data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; SMA-50 and SMA-200 of daily closes',
+            weight: 0.2778,
+            explanation:
+              'Close 112,163.95 is -1.45% vs its 50-day SMA (113,810.01) and +7.41% vs its 200-day SMA (104,428.08), trend score 0.1054.',
+            contribution: 0.0293,
+          },
         ],
-        "created_at": "2025-09-30T12:00:00.000Z",
-        "updated_at": "2025-09-30T12:00:00.000Z"
-      }
-    ]
-  },
-  "getThesis": {
-    "id": "aaa1af2c-bab0-4cb3-bef7-ceca910e19c8",
-    "asset": "bitcoin",
-    "symbol": "BTC",
-    "name": "Bitcoin",
-    "direction": "long",
-    "title": "BTC holds the 200-day average",
-    "entry_price": 95000,
-    "target_price": 120000,
-    "stop_price": 88000,
-    "horizon_days": 90,
-    "conditions": [
-      {
-        "id": "rsi-hot",
-        "metric": "rsi_14",
-        "operator": "gt",
-        "value": 75,
-        "kind": "warning"
-      }
+      },
     ],
-    "created_at": "2025-09-30T12:00:00.000Z",
-    "updated_at": "2025-09-30T12:00:00.000Z"
   },
-  "getThesisHealth": {
-    "thesis_id": "aaa1af2c-bab0-4cb3-bef7-ceca910e19c8",
-    "asset": "bitcoin",
-    "direction": "long",
-    "health_score": 77.6,
-    "status": "healthy",
-    "action_required": false,
-    "triggered_conditions": [],
-    "unevaluable_conditions": [],
-    "components": [
+  getStatus: {
+    mode: 'offline',
+    as_of: '2025-09-30',
+    reference_date: '2025-09-30',
+    stale_series: 13,
+    series: [
       {
-        "name": "signal_alignment",
-        "score": 58,
-        "weight": 0.4,
-        "detail": "signal buy with score 0.1597 for a long thesis"
-      }
+        series: 'candles:avalanche-2',
+        kind: 'candles',
+        subject: 'avalanche-2',
+        metric: null,
+        source: 'data/prices/avax.csv (daily close, binance_spot)',
+        origin: 'bundled',
+        cadence_hours: 24,
+        newest_date: '2025-09-30',
+        last_success_at: null,
+        last_error: null,
+        last_error_at: null,
+        stale: false,
+        stale_reason: null,
+      },
     ],
-    "stop_hit": false,
-    "target_hit": false,
-    "current": {
-      "price_usd": 114048.93,
-      "change_7d_pct": 1.8305,
-      "rsi_14": 52.61,
-      "signal": "buy",
-      "signal_score": 0.1597,
-      "regime": "neutral",
-      "fear_greed": 50,
-      "funding_rate": 0.0000361,
-      "chain_health_score": null
+  },
+  createKey: {
+    id: 'c6f29f95-5b82-4059-808c-c9174aea6053',
+    key: 'svc_live_wZe5rU7DjGxwEsGQv60YyMD5rv6wCb6j3jLAow',
+    prefix: 'svc_live_wZe5',
+    name: 'laptop',
+    tier: 'free',
+    created_at: '2025-09-30T12:00:00.000Z',
+  },
+  listKeys: {
+    keys: [
+      {
+        id: 'c6f29f95-5b82-4059-808c-c9174aea6053',
+        prefix: 'svc_live_wZe5',
+        name: 'laptop',
+        tier: 'free',
+        status: 'active',
+        usage: {
+          requests_today: 0,
+          requests_total: 0,
+          last_used_at: null,
+        },
+        created_at: '2025-09-30T12:00:00.000Z',
+        revoked_at: null,
+      },
+    ],
+  },
+  createThesis: {
+    id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    asset: 'bitcoin',
+    symbol: 'BTC',
+    name: 'Bitcoin',
+    direction: 'long',
+    title: 'BTC holds the 200-day average',
+    entry_price: 95000,
+    target_price: 120000,
+    stop_price: 88000,
+    horizon_days: 90,
+    conditions: [
+      {
+        id: 'rsi-hot',
+        metric: 'rsi_14',
+        operator: 'gt',
+        value: 75,
+        kind: 'warning',
+      },
+    ],
+    created_at: '2025-09-30T12:00:00.000Z',
+    updated_at: '2025-09-30T12:00:00.000Z',
+  },
+  listTheses: {
+    theses: [
+      {
+        id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+        asset: 'bitcoin',
+        symbol: 'BTC',
+        name: 'Bitcoin',
+        direction: 'long',
+        title: 'BTC holds the 200-day average',
+        entry_price: 95000,
+        target_price: 120000,
+        stop_price: 88000,
+        horizon_days: 90,
+        conditions: [
+          {
+            id: 'rsi-hot',
+            metric: 'rsi_14',
+            operator: 'gt',
+            value: 75,
+            kind: 'warning',
+          },
+        ],
+        created_at: '2025-09-30T12:00:00.000Z',
+        updated_at: '2025-09-30T12:00:00.000Z',
+      },
+    ],
+  },
+  getThesis: {
+    id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    asset: 'bitcoin',
+    symbol: 'BTC',
+    name: 'Bitcoin',
+    direction: 'long',
+    title: 'BTC holds the 200-day average',
+    entry_price: 95000,
+    target_price: 120000,
+    stop_price: 88000,
+    horizon_days: 90,
+    conditions: [
+      {
+        id: 'rsi-hot',
+        metric: 'rsi_14',
+        operator: 'gt',
+        value: 75,
+        kind: 'warning',
+      },
+    ],
+    created_at: '2025-09-30T12:00:00.000Z',
+    updated_at: '2025-09-30T12:00:00.000Z',
+  },
+  getThesisHealth: {
+    thesis_id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    asset: 'bitcoin',
+    direction: 'long',
+    health_score: 77.6,
+    status: 'healthy',
+    action_required: false,
+    triggered_conditions: [],
+    unevaluable_conditions: [],
+    components: [
+      {
+        name: 'signal_alignment',
+        score: 58,
+        weight: 0.4,
+        detail: 'signal buy with score 0.1597 for a long thesis',
+      },
+    ],
+    stop_hit: false,
+    target_hit: false,
+    current: {
+      price_usd: 114048.93,
+      change_7d_pct: 1.8305,
+      rsi_14: 52.61,
+      signal: 'buy',
+      signal_score: 0.1597,
+      regime: 'neutral',
+      fear_greed: 50,
+      funding_rate: 0.0000361,
+      chain_health_score: null,
     },
-    "evaluated_at": "2025-09-30T12:00:00.000Z",
-    "as_of": "2025-09-30"
+    evaluated_at: '2025-09-30T12:00:00.000Z',
+    as_of: '2025-09-30',
   },
-  "deleteThesis": {
-    "id": "aaa1af2c-bab0-4cb3-bef7-ceca910e19c8",
-    "deleted": true
+  deleteThesis: {
+    id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    deleted: true,
   },
-  "revokeKey": {
-    "id": "c6f29f95-5b82-4059-808c-c9174aea6053",
-    "status": "revoked",
-    "revoked_at": "2025-09-30T12:00:00.000Z"
-  }
+  revokeKey: {
+    id: 'c6f29f95-5b82-4059-808c-c9174aea6053',
+    status: 'revoked',
+    revoked_at: '2025-09-30T12:00:00.000Z',
+  },
 };
 
 /** `error` of the error envelope, by code. */
 export const ERROR_EXAMPLES: Record<string, { code: string; message: string; details?: Record<string, unknown> }> = {
-  "INVALID_PARAMETER": {
-    "code": "INVALID_PARAMETER",
-    "message": "Invalid query parameter 'include_factors': must be 'true' or 'false'",
-    "details": {
-      "location": "querystring",
-      "field": "include_factors"
-    }
+  INVALID_PARAMETER: {
+    code: 'INVALID_PARAMETER',
+    message: "Invalid query parameter 'include_factors': must be 'true' or 'false'",
+    details: {
+      location: 'querystring',
+      field: 'include_factors',
+    },
   },
-  "UNAUTHORIZED": {
-    "code": "UNAUTHORIZED",
-    "message": "Invalid API key svc_live_not-...: malformed (a key is svc_live_ followed by 38 letters and digits); copy it again from where you created it, or create one at /signin",
-    "details": {
-      "reason": "malformed"
-    }
+  UNAUTHORIZED: {
+    code: 'UNAUTHORIZED',
+    message:
+      'Invalid API key svc_live_not-...: malformed (a key is svc_live_ followed by 38 letters and digits); copy it again from where you created it, or create one at /signin',
+    details: {
+      reason: 'malformed',
+    },
   },
-  "TIER_REQUIRED": {
-    "code": "TIER_REQUIRED",
-    "message": "This operation needs the pro or api tier; your tier is free: the operator sets your plan (all your keys then get its tier)",
-    "details": {
-      "required_tiers": [
-        "pro",
-        "api"
-      ],
-      "tier": "free"
-    }
+  TIER_REQUIRED: {
+    code: 'TIER_REQUIRED',
+    message: 'This operation needs the pro or api tier; your tier is free: the operator sets your plan (all your keys then get its tier)',
+    details: {
+      required_tiers: ['pro', 'api'],
+      tier: 'free',
+    },
   },
-  "NOT_FOUND": {
-    "code": "NOT_FOUND",
-    "message": "Asset 'dogwifhat' not found"
+  NOT_FOUND: {
+    code: 'NOT_FOUND',
+    message: "Asset 'dogwifhat' not found",
   },
-  "RATE_LIMITED": {
-    "code": "RATE_LIMITED",
-    "message": "Rate limit exceeded: 5 requests per minute for the unauthenticated tier; retry in 60 s, or for higher limits sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...",
-    "details": {
-      "window": "minute",
-      "limit": 5,
-      "reset": "2025-09-30T12:00:00.000Z",
-      "retry_after": 60,
-      "scope": "address"
-    }
+  RATE_LIMITED: {
+    code: 'RATE_LIMITED',
+    message:
+      'Rate limit exceeded: 5 requests per minute for the unauthenticated tier; retry in 60 s, or for higher limits sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...',
+    details: {
+      window: 'minute',
+      limit: 5,
+      reset: '2025-09-30T12:00:00.000Z',
+      retry_after: 60,
+      scope: 'address',
+    },
   },
-  "KEY_LIMIT_REACHED": {
-    "code": "KEY_LIMIT_REACHED",
-    "message": "You already have 5 active API keys; revoke one first",
-    "details": {
-      "max_active_keys": 5
-    }
+  KEY_LIMIT_REACHED: {
+    code: 'KEY_LIMIT_REACHED',
+    message: 'You already have 5 active API keys; revoke one first',
+    details: {
+      max_active_keys: 5,
+    },
   },
-  "INTERNAL_ERROR": {
-    "code": "INTERNAL_ERROR",
-    "message": "Internal server error"
+  INTERNAL_ERROR: {
+    code: 'INTERNAL_ERROR',
+    message: 'Internal server error',
   },
-  "SERVICE_UNAVAILABLE": {
-    "code": "SERVICE_UNAVAILABLE",
-    "message": "The service cannot reach its database; try again shortly"
-  }
+  SERVICE_UNAVAILABLE: {
+    code: 'SERVICE_UNAVAILABLE',
+    message: 'The service cannot reach its database; try again shortly',
+  },
 };
 
 /** Response header values (lower-case names). */
 export const HEADER_EXAMPLES: Record<string, string> = {
-  "x-ratelimit-limit": "10",
-  "x-ratelimit-remaining": "9",
-  "x-ratelimit-reset": "2025-09-30T12:00:00.000Z",
-  "x-service-tier": "unauthenticated",
-  "ratelimit-policy": "\"minute\";q=5;w=60, \"day\";q=10;w=86400",
-  "ratelimit": "\"minute\";r=4;t=60, \"day\";r=9;t=69515",
-  "retry-after": "60",
-  "www-authenticate-missing": "Bearer realm=\"api\""
+  'x-ratelimit-limit': '10',
+  'x-ratelimit-remaining': '9',
+  'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
+  'x-service-tier': 'unauthenticated',
+  'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=69515',
+  'retry-after': '60',
+  'www-authenticate-missing': 'Bearer realm="api"',
 };
