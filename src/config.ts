@@ -66,6 +66,12 @@ const checked = (problem: (v: string) => string | null) =>
     if (p) ctx.addIssue({ code: 'custom', message: p });
   });
 
+/** An upstream base URL (http or https). */
+const UpstreamUrl = z
+  .string()
+  .regex(/^https?:\/\/[^\s]+$/, 'must be an http:// or https:// base URL, e.g. http://127.0.0.1:8080')
+  .optional();
+
 /**
  * The environment schema. Every variable is optional and has a default that runs the
  * service on the bundled dataset and the embedded PGlite database.
@@ -162,6 +168,30 @@ const EnvSchema = z.object({
     .default('*'),
   /** Serve Prometheus metrics at /metrics (`on`, `off`). */
   METRICS: z.enum(['on', 'off'], { error: 'must be on or off' }).default('on'),
+  /**
+   * Live mode (docs/live-data.md): `1`/`on` fetches candles, Fear & Greed, funding and chain
+   * metrics from public APIs on a schedule, stores them and recomputes; `0`/`off` (default)
+   * serves the bundled dataset with no network call at all.
+   */
+  LIVE: z
+    .enum(['0', '1', 'off', 'on', 'false', 'true'], { error: 'must be 1 or 0 (on or off)' })
+    .default('0')
+    .transform((v) => v === '1' || v === 'on' || v === 'true'),
+  /** Live ingest: how long one upstream request may take, ms, and how often a failed one is retried (429, 5xx, network). */
+  INGEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  INGEST_RETRIES: z.coerce.number().int().min(0).max(10).default(3),
+  /** Live ingest: requests per minute to any one upstream host. */
+  INGEST_HOST_BUDGET_PER_MINUTE: z.coerce.number().int().min(1).max(6000).default(60),
+  /** Base URLs of the upstream APIs (a mirror, or a local server in tests); unset = the public hosts (docs/live-data.md). */
+  UPSTREAM_BINANCE_URL: UpstreamUrl,
+  UPSTREAM_BINANCE_FUTURES_URL: UpstreamUrl,
+  UPSTREAM_OKX_URL: UpstreamUrl,
+  UPSTREAM_HYPERLIQUID_URL: UpstreamUrl,
+  UPSTREAM_ALTERNATIVE_ME_URL: UpstreamUrl,
+  UPSTREAM_DEFILLAMA_URL: UpstreamUrl,
+  UPSTREAM_GROWTHEPIE_URL: UpstreamUrl,
+  UPSTREAM_HYPERLIQUID_STATS_URL: UpstreamUrl,
+  UPSTREAM_SOLANA_RPC_URL: UpstreamUrl,
   /** How often per-key usage counters are written to the database, ms. */
   USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
 });
