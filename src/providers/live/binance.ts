@@ -188,8 +188,7 @@ export function binanceFunding(ctx: AdapterContext, asset: string, symbol: strin
         start = next;
       }
       const days: FundingDay[] = dailyFundingMeans(
-        [...prints.entries()].sort((a, b) => a[0] - b[0]).map(([ms, rate]) => ({ ms, rate })),
-        interval,
+        [...prints.entries()].sort((a, b) => a[0] - b[0]).map(([ms, rate]) => ({ ms, rate, intervalHours: interval })),
       );
       return { kind: 'funding', points: completeDays(source, '/fapi/v1/fundingRate', days, after, today), source };
     },

@@ -68,23 +68,25 @@ export function completeDays<T extends { date: string }>(source: string, path: s
 }
 
 /**
- * Daily means of funding prints. Each print's rate (a fraction per `intervalHours`) is
+ * Daily means of funding prints. Each print's rate (a fraction per its `intervalHours`) is
  * converted to per 8 hours (`× 8 / intervalHours`) and grouped by the UTC day of its time;
  * the mean is computed as `first + Σ(x - first) / n`, which is exact when all prints are
- * equal (so a day of identical prints gives back that value to the last bit).
+ * equal (so a day of identical prints gives back that value to the last bit). A day's
+ * `interval_hours` is the shortest interval among its prints.
  */
-export function dailyFundingMeans(prints: { ms: number; rate: number }[], intervalHours: number) {
-  const byDay = new Map<string, number[]>();
+export function dailyFundingMeans(prints: { ms: number; rate: number; intervalHours: number }[]) {
+  const byDay = new Map<string, { xs: number[]; interval: number }>();
   for (const p of prints) {
     const d = dayOfMs(p.ms);
-    const list = byDay.get(d) ?? [];
-    list.push((p.rate * 8) / intervalHours);
-    byDay.set(d, list);
+    const day = byDay.get(d) ?? { xs: [], interval: p.intervalHours };
+    day.xs.push((p.rate * 8) / p.intervalHours);
+    day.interval = Math.min(day.interval, p.intervalHours);
+    byDay.set(d, day);
   }
-  return [...byDay.entries()].map(([date, xs]) => {
+  return [...byDay.entries()].map(([date, { xs, interval }]) => {
     const first = xs[0]!;
     let acc = 0;
     for (const x of xs) acc += x - first;
-    return { date, rate: first + acc / xs.length, interval_hours: intervalHours, prints: xs.length };
+    return { date, rate: first + acc / xs.length, interval_hours: interval, prints: xs.length };
   });
 }

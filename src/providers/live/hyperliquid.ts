@@ -86,9 +86,15 @@ export function hyperliquidCandles(ctx: AdapterContext, asset: string, coin: str
 }
 
 /**
+ * Hyperliquid settled funding every 8 hours until 2023-06-08T00:00Z and every hour after
+ * (seen in the recorded BTC history, data/fixtures/hyperliquid/info_fundingHistory_BTC.json).
+ */
+export const HOURLY_SINCE_MS = Date.parse('2023-06-08T00:30:00Z');
+
+/**
  * Daily funding means of a Hyperliquid perpetual. Hyperliquid settles every hour and
- * `fundingRate` is the hourly fraction, so the per-8-hour value is `rate × 8`; a day normally
- * has 24 prints. Pages (500 prints each upstream) are followed from the last print's time + 1.
+ * `fundingRate` is the hourly fraction, so the per-8-hour value is `rate × 8` (prints before
+ * {@link HOURLY_SINCE_MS} are 8-hourly and kept as they are); a day normally has 24 prints. Pages (500 prints each upstream) are followed from the last print's time + 1.
  */
 export function hyperliquidFunding(ctx: AdapterContext, asset: string, coin: string): LiveSource {
   const base = ctx.baseUrls.hyperliquid;
@@ -122,8 +128,7 @@ export function hyperliquidFunding(ctx: AdapterContext, asset: string, coin: str
         start = next;
       }
       const days = dailyFundingMeans(
-        [...prints.entries()].sort((a, b) => a[0] - b[0]).map(([ms, rate]) => ({ ms, rate })),
-        1,
+        [...prints.entries()].sort((a, b) => a[0] - b[0]).map(([ms, rate]) => ({ ms, rate, intervalHours: ms < HOURLY_SINCE_MS ? 8 : 1 })),
       );
       return { kind: 'funding', points: completeDays(source, '/info fundingHistory', days, after, today), source };
     },
