@@ -113,7 +113,7 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     await s.fetch(AFTER, TODAY);
     const e = await rejects(s.fetch(AFTER, TODAY, AbortSignal.timeout(300)));
     assert.equal(e.kind, 'budget');
-    assert.match(e.message, /no request slot for 127\.0\.0\.1:\d+ within the budget of 1\/min/);
+    assert.match(e.message, /no request slot for 127\.0\.0\.1:\d+ within the budget of 1\/min \(aborted while waiting\)/);
     assert.equal(srv.log.length, 1, 'the second request was never sent');
   });
 

@@ -1,12 +1,12 @@
 /**
  * The HTTP client shared by the live adapters: one request = per-host budget slot
- * (p-throttle) → fetch with a per-attempt timeout (AbortSignal.timeout) → status check → body
+ * (rate-limiter-flexible, a fixed window of 60 s per host) → fetch with a per-attempt timeout (AbortSignal.timeout) → status check → body
  * read → JSON parse → zod validation. 429, 5xx, network errors and timeouts are retried with
  * exponential backoff (p-retry), honouring `Retry-After`; other 4xx, garbage bodies and
  * format changes are not.
  */
 import pRetry, { AbortError } from 'p-retry';
-import pThrottle from 'p-throttle';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { z } from 'zod';
 import { UpstreamError } from './source.ts';
 
@@ -91,45 +91,44 @@ function where(url: string): string {
 /** Fetch with budget, timeout, retries and schema validation. One instance is shared by all sources. */
 export class HttpClient {
   readonly #opts: HttpClientOptions;
-  readonly #slots = new Map<string, () => Promise<void>>();
+  readonly #budget: RateLimiterMemory;
   /** Requests sent (attempts, including retries), for tests and logs. */
   requests = 0;
 
   constructor(opts: HttpClientOptions) {
     this.#opts = opts;
+    this.#budget = new RateLimiterMemory({ points: opts.hostBudgetPerMinute, duration: 60 });
   }
 
-  #slot(host: string): () => Promise<void> {
-    let s = this.#slots.get(host);
-    if (!s) {
-      s = pThrottle({ limit: this.#opts.hostBudgetPerMinute, interval: 60_000 })(async () => {});
-      this.#slots.set(host, s);
-    }
-    return s;
-  }
-
+  /**
+   * Takes one request slot of `host`, waiting (abortably, with a timer of our own) while the
+   * host's budget is used up.
+   * @throws UpstreamError 'budget' when no slot frees within `budgetWaitMs` or `signal` aborts.
+   */
   async #acquire(source: string, host: string, url: string, signal?: AbortSignal): Promise<void> {
     const wait = this.#opts.budgetWaitMs ?? 120_000;
-    const limit = AbortSignal.timeout(wait);
-    const combined = signal ? AbortSignal.any([signal, limit]) : limit;
-    let onAbort: (() => void) | undefined;
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () =>
-        reject(
-          new UpstreamError(
-            source,
-            `${source}: ${where(url)}: no request slot for ${host} within the budget of ${this.#opts.hostBudgetPerMinute}/min` +
-              (signal?.aborted ? ' (aborted)' : ` (waited ${wait} ms)`),
-            'budget',
-          ),
+    const deadline = Date.now() + wait;
+    for (;;) {
+      let retryIn: number;
+      try {
+        await this.#budget.consume(host);
+        return;
+      } catch (e) {
+        if (!(e instanceof RateLimiterRes)) throw e;
+        retryIn = Math.max(1, e.msBeforeNext);
+      }
+      const fail = (why: string) =>
+        new UpstreamError(
+          source,
+          `${source}: ${where(url)}: no request slot for ${host} within the budget of ${this.#opts.hostBudgetPerMinute}/min (${why})`,
+          'budget',
         );
-      if (combined.aborted) onAbort();
-      else combined.addEventListener('abort', onAbort, { once: true });
-    });
-    try {
-      await Promise.race([this.#slot(host)(), aborted]);
-    } finally {
-      combined.removeEventListener('abort', onAbort!);
+      if (Date.now() + retryIn > deadline) throw fail(`next slot in ${retryIn} ms, longer than the ${wait} ms wait allowed`);
+      try {
+        await sleep(retryIn, signal);
+      } catch {
+        throw fail('aborted while waiting');
+      }
     }
   }
 
