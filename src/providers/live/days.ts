@@ -1,0 +1,92 @@
+/**
+ * UTC-day helpers and shared zod pieces of the live adapters: day ↔ epoch conversion, the
+ * "complete days in (after, today)" cut, and the daily funding mean.
+ */
+import { z } from 'zod';
+import { dayNumber, dayString } from '../../engine/util.ts';
+import type { HttpClient } from './http.ts';
+import { UpstreamError, type UpstreamName } from './source.ts';
+
+/** What every adapter factory receives: the shared HTTP client and the resolved base URLs. */
+export interface AdapterContext {
+  http: HttpClient;
+  baseUrls: Record<UpstreamName, string>;
+}
+
+/** Most pages any adapter follows in one fetch (a guard against a looping upstream). */
+export const MAX_PAGES = 200;
+
+/** Milliseconds per UTC day. */
+export const DAY_MS = 86_400_000;
+
+/** 00:00 UTC of a YYYY-MM-DD day, epoch ms. @throws RangeError on a bad day. */
+export function dayStartMs(day: string): number {
+  return dayNumber(day) * DAY_MS;
+}
+
+/** The UTC day (YYYY-MM-DD) of an epoch-ms instant. */
+export function dayOfMs(ms: number): string {
+  return dayString(Math.floor(ms / DAY_MS));
+}
+
+/** Validates the (after, today) arguments of `LiveSource.fetch`. @throws RangeError. */
+export function checkWindow(after: string, today: string): void {
+  dayNumber(after);
+  dayNumber(today);
+  if (after >= today) throw new RangeError(`after (${after}) must be before today (${today})`);
+}
+
+/** A decimal number sent as a JSON string (e.g. "105642.93", "-1.2e-05"), parsed to a finite number. */
+export const decimalString = z
+  .string()
+  .regex(/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/, 'expected a decimal number in a string')
+  .transform(Number)
+  .refine(Number.isFinite, 'not a finite number');
+
+/** A finite JSON number. */
+export const finite = z.number().refine(Number.isFinite, 'not a finite number');
+
+/**
+ * Keeps the points dated strictly after `after` and strictly before `today`, sorted ascending,
+ * with exact duplicates (same date and same values, e.g. from overlapping pages) removed.
+ * @throws UpstreamError 'format' when one date carries two different values (never guess which).
+ */
+export function completeDays<T extends { date: string }>(source: string, path: string, points: T[], after: string, today: string): T[] {
+  const kept = points.filter((p) => p.date > after && p.date < today).sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0));
+  const out: T[] = [];
+  for (const p of kept) {
+    const prev = out.at(-1);
+    if (prev && prev.date === p.date) {
+      if (JSON.stringify(prev) !== JSON.stringify(p)) {
+        throw new UpstreamError(source, `${source}: ${path}: two different values for ${p.date}`, 'format');
+      }
+      continue;
+    }
+    out.push(p);
+  }
+  return out;
+}
+
+/**
+ * Daily means of funding prints. Each print's rate (a fraction per its `intervalHours`) is
+ * converted to per 8 hours (`× 8 / intervalHours`) and grouped by the UTC day of its time;
+ * the mean is computed as `first + Σ(x - first) / n`, which is exact when all prints are
+ * equal (so a day of identical prints gives back that value to the last bit). A day's
+ * `interval_hours` is the shortest interval among its prints.
+ */
+export function dailyFundingMeans(prints: { ms: number; rate: number; intervalHours: number }[]) {
+  const byDay = new Map<string, { xs: number[]; interval: number }>();
+  for (const p of prints) {
+    const d = dayOfMs(p.ms);
+    const day = byDay.get(d) ?? { xs: [], interval: p.intervalHours };
+    day.xs.push((p.rate * 8) / p.intervalHours);
+    day.interval = Math.min(day.interval, p.intervalHours);
+    byDay.set(d, day);
+  }
+  return [...byDay.entries()].map(([date, { xs, interval }]) => {
+    const first = xs[0]!;
+    let acc = 0;
+    for (const x of xs) acc += x - first;
+    return { date, rate: first + acc / xs.length, interval_hours: interval, prints: xs.length };
+  });
+}

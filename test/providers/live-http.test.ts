@@ -1,0 +1,142 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createLiveSources, UpstreamError, type LiveSource, type LiveSourceOptions } from '../../src/providers/live/index.ts';
+import { parseRetryAfter } from '../../src/providers/live/http.ts';
+import { fixture, startFixtureServer } from '../helpers/fixture-server.ts';
+
+/** The recorded klines fixture covers 2026-02-25..2026-03-10. */
+const KLINES = fixture('binance/api_v3_klines_BTCUSDT_1d.reconstructed.json');
+const AFTER = '2026-02-24';
+const TODAY = '2026-03-11';
+
+function btc(url: string, opts: LiveSourceOptions = {}): LiveSource {
+  return createLiveSources({ baseUrls: { binance: url }, retryMinTimeoutMs: 10, ...opts }).find((s) => s.series === 'candles:bitcoin')!;
+}
+
+async function rejects(p: Promise<unknown>): Promise<UpstreamError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof UpstreamError, `an UpstreamError, got ${String(e)}`);
+    return e;
+  }
+  assert.fail('expected a rejection');
+}
+
+describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
+  let srv: Awaited<ReturnType<typeof startFixtureServer>>;
+  before(async () => {
+    srv = await startFixtureServer(() => ({ body: KLINES }));
+  });
+  after(() => srv.close());
+
+  test('429 with Retry-After: 1 is retried after at least one second, then succeeds', async () => {
+    srv.log.length = 0;
+    srv.script({ status: 429, headers: { 'retry-after': '1' }, body: { code: -1003, msg: 'Too many requests' } });
+    const got = await btc(srv.url).fetch(AFTER, TODAY);
+    assert.equal(got.points.length, 14);
+    assert.equal(srv.log.length, 2);
+    assert.ok(srv.log[1]!.at - srv.log[0]!.at >= 1000, `waited ${srv.log[1]!.at - srv.log[0]!.at} ms`);
+  });
+
+  test('a Retry-After beyond the limit fails at once with the status', async () => {
+    srv.log.length = 0;
+    srv.script({ status: 429, headers: { 'retry-after': '3600' } });
+    const e = await rejects(btc(srv.url).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'http');
+    assert.equal(e.status, 429);
+    assert.match(e.message, /Retry-After 3600 s/);
+    assert.equal(srv.log.length, 1);
+  });
+
+  test('5xx then success; 5xx on every attempt is an http error after retries+1 attempts', async () => {
+    srv.log.length = 0;
+    srv.script({ status: 502 }, { status: 503 });
+    assert.equal((await btc(srv.url).fetch(AFTER, TODAY)).points.length, 14);
+    assert.equal(srv.log.length, 3);
+    srv.log.length = 0;
+    srv.script({ status: 500 }, { status: 500 }, { status: 500 });
+    const e = await rejects(btc(srv.url, { retries: 2 }).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'http');
+    assert.equal(e.status, 500);
+    assert.match(e.message, /Binance spot \/api\/v3\/klines BTCUSDT 1d: \/api\/v3\/klines\?symbol=BTCUSDT.*HTTP 500/);
+    assert.equal(srv.log.length, 3);
+  });
+
+  test('a 4xx other than 429 is not retried', async () => {
+    srv.log.length = 0;
+    srv.script({ status: 400, body: { code: -1121, msg: 'Invalid symbol.' } });
+    const e = await rejects(btc(srv.url).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'http');
+    assert.equal(e.status, 400);
+    assert.equal(srv.log.length, 1);
+  });
+
+  test('a hanging upstream is a timeout after retries+1 attempts of timeoutMs each', async () => {
+    srv.log.length = 0;
+    srv.script({ hang: true }, { hang: true });
+    const t0 = Date.now();
+    const e = await rejects(btc(srv.url, { timeoutMs: 200, retries: 1 }).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'timeout');
+    assert.match(e.message, /no complete answer within 200 ms/);
+    assert.equal(srv.log.length, 2);
+    assert.ok(Date.now() - t0 >= 400);
+  });
+
+  test('a timeout then success', async () => {
+    srv.log.length = 0;
+    srv.script({ hang: true });
+    assert.equal((await btc(srv.url, { timeoutMs: 200, retries: 1 }).fetch(AFTER, TODAY)).points.length, 14);
+    assert.equal(srv.log.length, 2);
+  });
+
+  test('a body that is not JSON is a format error, not retried', async () => {
+    srv.log.length = 0;
+    srv.script({ body: '<html>maintenance</html>' });
+    const e = await rejects(btc(srv.url).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'format');
+    assert.match(e.message, /response is not JSON \(starts with '<html>maintenance/);
+    assert.equal(srv.log.length, 1);
+  });
+
+  test('connection refused is a network error after retries', async () => {
+    const dead = await startFixtureServer();
+    const url = dead.url;
+    await dead.close();
+    const e = await rejects(btc(url, { retries: 1 }).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'network');
+  });
+
+  test('the per-host budget holds requests back; an abort while waiting is a budget error', async () => {
+    srv.log.length = 0;
+    const s = btc(srv.url, { hostBudgetPerMinute: 1 });
+    await s.fetch(AFTER, TODAY);
+    const e = await rejects(s.fetch(AFTER, TODAY, AbortSignal.timeout(300)));
+    assert.equal(e.kind, 'budget');
+    assert.match(e.message, /no request slot for 127\.0\.0\.1:\d+ within the budget of 1\/min \(aborted while waiting\)/);
+    assert.equal(srv.log.length, 1, 'the second request was never sent');
+  });
+
+  test('the budget is per host and shared by the series of that host', async () => {
+    srv.log.length = 0;
+    const sources = createLiveSources({ baseUrls: { binance: srv.url }, hostBudgetPerMinute: 1 });
+    const eth = sources.find((s) => s.series === 'candles:ethereum')!;
+    const btcS = sources.find((s) => s.series === 'candles:bitcoin')!;
+    await btcS.fetch(AFTER, TODAY);
+    const e = await rejects(eth.fetch(AFTER, TODAY, AbortSignal.timeout(300)));
+    assert.equal(e.kind, 'budget');
+  });
+
+  test('Retry-After parsing: seconds and HTTP dates', () => {
+    assert.equal(parseRetryAfter('2'), 2000);
+    assert.equal(parseRetryAfter(null), undefined);
+    assert.equal(parseRetryAfter('Wed, 21 Oct 2015 07:28:05 GMT', Date.parse('2015-10-21T07:28:00Z')), 5000);
+    assert.equal(parseRetryAfter('soon'), undefined);
+  });
+
+  test('bad arguments and bad base URLs are refused', async () => {
+    await assert.rejects(btc(srv.url).fetch('2026-03-11', '2026-03-11'), RangeError);
+    await assert.rejects(btc(srv.url).fetch('2026-02-30', '2026-03-11'), RangeError);
+    assert.throws(() => createLiveSources({ baseUrls: { okx: 'ftp://x' } }), /base URL of okx is not an http\(s\) URL/);
+  });
+});
