@@ -86,6 +86,31 @@ async function backfill(cfg: Config): Promise<void> {
 }
 
 /**
+ * One live ingest round of every series, then exit (`ingest --once`, for cron users): prints
+ * one JSON line per series and a summary. Exit code 0 when every series succeeded, 3 when
+ * some failed (they keep their last good data), 1 on a fatal error.
+ */
+async function ingestOnce(cfg: Config): Promise<void> {
+  const core = await createCore({ ...cfg, LIVE: true });
+  try {
+    await prepareCore(core);
+    const round = await core.ingest!.once();
+    if (!round.leader) {
+      process.stderr.write('Another instance holds the ingest leader lock (it ingests on its schedule); nothing fetched.\n');
+      return;
+    }
+    for (const o of round.outcomes) process.stdout.write(`${JSON.stringify(o)}\n`);
+    const failed = round.outcomes.filter((o) => o.error).length;
+    process.stdout.write(
+      `${JSON.stringify({ series: round.outcomes.length, failed, rows: round.outcomes.reduce((s, o) => s + o.inserted, 0), as_of: core.market.asOf, history_inserted: round.historyInserted, recompute_ms: round.recomputeMs })}\n`,
+    );
+    if (failed) process.exitCode = 3;
+  } finally {
+    await core.stop();
+  }
+}
+
+/**
  * Sets the plan tier of every user registered with `email`. Needs only the database: on
  * PostgreSQL it connects beside a running service (which reads the tier per request); on
  * PGlite it opens the database, or, when a running service holds it, asks that service over
@@ -167,6 +192,24 @@ function program(): Command {
     .description('compute and store the signal history, then exit')
     .action((_opts, cmd: Command) => backfill(config(flags(cmd))));
 
+  prog
+    .command('ingest')
+    .description(
+      'fetch new market data from the public APIs once (live mode), store it, recompute and append the signal history, then exit; for cron',
+    )
+    .option('--once', 'run one round and exit (required: the scheduled ingest is part of `LIVE=1 npm start`)')
+    .action(async (opts: { once?: boolean }, cmd: Command) => {
+      if (!opts.once)
+        cmd.error(
+          'error: the scheduled ingest runs inside the service (LIVE=1 npm start); for one round use: npm run cli -- ingest --once',
+          {
+            exitCode: USAGE_ERROR,
+            code: 'ingest.once',
+          },
+        );
+      await ingestOnce(config(flags(cmd)));
+    });
+
   const users = prog.command('users').description('manage users').helpCommand('help [command]', 'show help for a command');
   users
     .command('set-tier')
@@ -193,7 +236,7 @@ async function main(): Promise<void> {
     // No command (nothing, or only the global flags) runs `serve`, as before.
     // Global flags may come before a command (`--as-of 2024-03-01 backfill`): `serve` is added
     // only when no command is named at all.
-    const commands = new Set(['serve', 'mcp', 'backfill', 'users', 'help']);
+    const commands = new Set(['serve', 'mcp', 'backfill', 'ingest', 'users', 'help']);
     const named = args.some((a) => commands.has(a));
     if (args.length === 0 || (/^--(as-of|port|host|data-dir)(=|$)/.test(args[0]!) && !named)) args.unshift('serve');
     await program().parseAsync(args, { from: 'user' });

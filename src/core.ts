@@ -1,10 +1,13 @@
 import { Redis } from 'ioredis';
 import { pino, type Logger } from 'pino';
 import { createJwtVerifier } from './auth/jwt.ts';
-import type { Config } from './config.ts';
+import { ConfigError, type Config } from './config.ts';
 import { loggableError } from './errors.ts';
 import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
 import { importBundledDataset } from './jobs/import-dataset.ts';
+import { ingestRound, scheduleIngest, type IngestDeps, type IngestRound, type IngestSchedule } from './jobs/ingest.ts';
+import { createLiveSources, type UpstreamName } from './providers/live/index.ts';
+import { newestCompleteDay } from './services/freshness.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
 import type { MarketDataProvider } from './providers/port.ts';
 import { TierRateLimiter } from './rate-limit/limiter.ts';
@@ -41,6 +44,11 @@ export interface Core extends Services {
   /** Who may call what: one module for REST and MCP. */
   access: Access;
   redis: Redis | null;
+  /**
+   * The live ingest (LIVE=1), or null offline: `start()` schedules it (src/server.ts, after
+   * the start-up), `once()` runs one round of every series (`ingest --once`).
+   */
+  ingest: { start(): void; once(): Promise<IngestRound> } | null;
   /** Stops the usage flush (writing what is pending), disconnects Redis and closes the database. */
   stop(): Promise<void>;
 }
@@ -123,10 +131,15 @@ function connectRedis(url: string, log: Logger, t: { commandTimeout: number; con
  * counting, rate limits (memory or Redis) and access. JWT verification is configured here
  * for an external identity provider (AUTH_ISSUER); the embedded one is attached later by the
  * server (`core.access.useJwtVerifier`), since it lives in the database opened here.
+ * `opts.clock` is the wall clock of the live mode (freshness, what "today" is); tests set it.
  * @throws ConfigError, DatabaseInUseError, DataValidationError or RangeError (AS_OF before the
  *   data) with a message naming the problem; nothing stays open when it throws.
  */
-export async function createCore(config: Config, opts: { logStream?: NodeJS.WritableStream; log?: Logger } = {}): Promise<Core> {
+export async function createCore(
+  config: Config,
+  opts: { logStream?: NodeJS.WritableStream; log?: Logger; clock?: () => Date } = {},
+): Promise<Core> {
+  const clock = opts.clock ?? (() => new Date());
   const log = opts.log ?? createLogger(config.LOG_LEVEL, opts.logStream);
   let t = performance.now();
   log.info(
@@ -148,10 +161,13 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
   try {
+    if (config.LIVE && config.AS_OF)
+      throw new ConfigError(`AS_OF=${config.AS_OF} pins the served day, but LIVE=1 serves the newest data: unset one of them`);
     const history = new HistoryRepo(database.db);
     // The bundled dataset seeds the market-data store (once per version of its files); the
     // engine then reads from the store, which the live ingest extends.
-    const imported = await importBundledDataset(new DatasetProvider(config.DATA_DIR), new MarketRepo(database.jobs));
+    const dataset = new DatasetProvider(config.DATA_DIR);
+    const imported = await importBundledDataset(dataset, new MarketRepo(database.jobs));
     t = logPhase(log, 'import', imported.skipped ? 'bundled dataset already in the store' : 'bundled dataset imported into the store', t, {
       rows: imported.inserted,
       series: imported.series,
@@ -166,7 +182,12 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
         return data;
       },
     };
-    const market = await MarketService.create(timedDataset, history, config.AS_OF);
+    const market = await MarketService.create(
+      timedDataset,
+      history,
+      config.AS_OF,
+      config.LIVE ? { mode: 'live', referenceDay: () => newestCompleteDay(clock()) } : { mode: 'offline' },
+    );
     t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
     const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
     usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) =>
@@ -191,6 +212,27 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
     usage.start();
     const u = usage;
     const r = redis;
+    let schedule: IngestSchedule | null = null;
+    const ingestDeps: IngestDeps | null = config.LIVE
+      ? {
+          sources: createLiveSources({
+            baseUrls: upstreamUrls(config),
+            timeoutMs: config.INGEST_TIMEOUT_MS,
+            retries: config.INGEST_RETRIES,
+            hostBudgetPerMinute: config.INGEST_HOST_BUDGET_PER_MINUTE,
+          }),
+          repo: new MarketRepo(database.jobs),
+          history: new HistoryRepo(database.jobs),
+          market,
+          provider: stored,
+          coordination: database.coordination,
+          log,
+          startAfter: await dataset.latestDate(),
+          today: () => clock().toISOString().slice(0, 10),
+          // One series' fetch, retries and budget waits included.
+          fetchTimeoutMs: config.INGEST_TIMEOUT_MS * (config.INGEST_RETRIES + 2) + 60_000,
+        }
+      : null;
     return {
       config,
       log,
@@ -203,7 +245,16 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
       limiter,
       access,
       redis: r,
+      ingest: ingestDeps
+        ? {
+            start() {
+              schedule ??= scheduleIngest(ingestDeps);
+            },
+            once: () => ingestRound(ingestDeps),
+          }
+        : null,
       async stop() {
+        await schedule?.stop();
         await u.stop();
         r?.disconnect();
         await database.close();
@@ -215,6 +266,22 @@ export async function createCore(config: Config, opts: { logStream?: NodeJS.Writ
     await database.close().catch(() => {});
     throw err;
   }
+}
+
+/** The upstream base URLs set in the configuration (UPSTREAM_*_URL); the others keep their public defaults. */
+function upstreamUrls(config: Config): Partial<Record<UpstreamName, string>> {
+  const urls: Partial<Record<UpstreamName, string | undefined>> = {
+    binance: config.UPSTREAM_BINANCE_URL,
+    binanceFutures: config.UPSTREAM_BINANCE_FUTURES_URL,
+    okx: config.UPSTREAM_OKX_URL,
+    hyperliquid: config.UPSTREAM_HYPERLIQUID_URL,
+    alternativeMe: config.UPSTREAM_ALTERNATIVE_ME_URL,
+    defillama: config.UPSTREAM_DEFILLAMA_URL,
+    growthepie: config.UPSTREAM_GROWTHEPIE_URL,
+    hyperliquidStats: config.UPSTREAM_HYPERLIQUID_STATS_URL,
+    solanaRpc: config.UPSTREAM_SOLANA_RPC_URL,
+  };
+  return Object.fromEntries(Object.entries(urls).filter(([, v]) => v)) as Partial<Record<UpstreamName, string>>;
 }
 
 /**

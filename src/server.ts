@@ -47,14 +47,15 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
  * the identity routes and MCP at /mcp; runs the signal-history backfill job (skipped when
  * already done). Stopping closes the app, then the core.
  * @param opts.publicUrl the service's public origin (default PUBLIC_URL, else http://HOST:PORT).
+ * @param opts.clock the wall clock of the live mode (default the system clock; tests set it).
  */
 export async function createService(
   config: Config,
-  opts: { logStream?: NodeJS.WritableStream; publicUrl?: string } = {},
+  opts: { logStream?: NodeJS.WritableStream; publicUrl?: string; clock?: () => Date } = {},
 ): Promise<Service> {
   // A missing AUTH_SECRET is a configuration error: reported before anything is opened.
   const secret = config.AUTH_ISSUER ? null : embeddedAuthSecret(config);
-  const core = await createCore(config, { logStream: opts.logStream });
+  const core = await createCore(config, { logStream: opts.logStream, clock: opts.clock });
   let app: FastifyInstance | null = null;
   let closeAdmin: (() => Promise<void>) | null = null;
   try {
@@ -115,6 +116,8 @@ export async function createService(
       }
     }
     await prepareCore(core);
+    // Live mode: the first round starts now, in the background (the service answers on the data it has meanwhile).
+    core.ingest?.start();
     const close = closeAdmin;
     return {
       ...core,

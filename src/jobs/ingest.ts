@@ -1,6 +1,5 @@
 import { Cron } from 'croner';
 import type { SourcedPoints } from '../engine/types.ts';
-import { addDays } from '../engine/util.ts';
 import type { LiveSource, SeriesPoints } from '../providers/live/source.ts';
 import type { MarketDataProvider } from '../providers/port.ts';
 import { toFreshness } from '../services/market-data.ts';
@@ -123,8 +122,8 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
   const outcomes = await Promise.all(
     sources.map(async (src): Promise<SeriesOutcome> => {
       const t0 = performance.now();
+      // Asked even when nothing new can be complete yet: some sources (Solana) accumulate samples between rounds.
       const after = states.get(src.series)?.newestDate ?? deps.startAfter;
-      if (after >= addDays(day, -1)) return { series: src.series, inserted: 0, after, ms: 0 };
       try {
         const got = await src.fetch(after, day, AbortSignal.timeout(deps.fetchTimeoutMs));
         const rows = sourced(got);

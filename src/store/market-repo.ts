@@ -95,6 +95,13 @@ export class MarketRepo {
    */
   async importAll(name: string, fingerprint: string, series: { spec: SeriesSpec; rows: SeriesRows }[]): Promise<number> {
     return this.db.transaction(async (tx) => {
+      // Instances starting at once import one after the other; the later ones find it done.
+      await tx.execute(sql`SELECT pg_advisory_xact_lock(727303)`);
+      const done = await tx
+        .select({ f: marketImports.fingerprint })
+        .from(marketImports)
+        .where(sql`${marketImports.name} = ${name}`);
+      if (done[0]?.f === fingerprint) return 0;
       let inserted = 0;
       for (const s of series) inserted += await this.#write(tx, s.spec, s.rows, false);
       await tx
