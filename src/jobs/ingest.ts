@@ -109,7 +109,7 @@ function errorText(err: unknown): string {
  */
 export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource[] = deps.sources): Promise<IngestRound> {
   const none: IngestRound = { leader: false, outcomes: [], recomputed: false, historyInserted: 0, recomputeMs: 0 };
-  let leader = false;
+  let leader: boolean;
   try {
     leader = await deps.coordination.tryLeadership();
   } catch (err) {
