@@ -1,7 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT_DIR } from '../../src/config.ts';
 import { addDays } from '../../src/engine/util.ts';
@@ -11,6 +10,7 @@ import type { MarketData, MarketDataProvider } from '../../src/providers/port.ts
 import { MarketService } from '../../src/services/market.ts';
 import { createService, type Service } from '../../src/server.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+import { at, cutDataset, liveEnv } from '../helpers/live.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 // The live path equals the batch path (issue #9): a service started in live mode on the
@@ -23,30 +23,6 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 const CUT = '2025-04-10';
 const END = '2025-04-14';
 const SIX_HOURS = 6 * 3_600_000;
-const at = (day: string) => Date.parse(`${day}T00:00:00Z`);
-
-/** A copy of the dataset's files the service reads, every row after `cut` dropped. */
-function cutDataset(cut: string): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'replay-data-'));
-  const src = path.join(ROOT_DIR, 'data');
-  for (const sub of ['prices', 'funding', 'chains']) {
-    mkdirSync(path.join(dir, sub));
-    for (const f of readdirSync(path.join(src, sub)).filter((n) => n.endsWith('.csv'))) {
-      const [header, ...rows] = readFileSync(path.join(src, sub, f), 'utf8')
-        .split(/\r?\n/)
-        .filter(Boolean);
-      const dateCol = header!.split(',').indexOf('date');
-      if (dateCol < 0) {
-        copyFileSync(path.join(src, sub, f), path.join(dir, sub, f));
-        continue;
-      }
-      writeFileSync(path.join(dir, sub, f), [header, ...rows.filter((r) => r.split(',')[dateCol]! <= cut)].join('\n') + '\n');
-    }
-  }
-  const [header, ...rows] = readFileSync(path.join(src, 'fear_greed.csv'), 'utf8').split(/\r?\n/).filter(Boolean);
-  writeFileSync(path.join(dir, 'fear_greed.csv'), [header, ...rows.filter((r) => r.slice(0, 10) <= cut)].join('\n') + '\n');
-  return dir;
-}
 
 /** A deep copy without provenance strings (`source`), which name the live API instead of the file. */
 function withoutSources(v: unknown): unknown {
@@ -100,25 +76,7 @@ describe('live ingest replay on PostgreSQL with two instances', () => {
     dataDir = cutDataset(CUT);
     const tmp = await createTempPgDatabase();
     drop = tmp.drop;
-    const u = upstream.baseUrls;
-    const cfg = testConfig({
-      DATABASE_URL: tmp.url,
-      AUTH_SECRET: 'replay-test-secret-0123456789abcdef0123',
-      DATA_DIR: dataDir,
-      LIVE: '1',
-      INGEST_TIMEOUT_MS: '2000',
-      INGEST_RETRIES: '1',
-      INGEST_HOST_BUDGET_PER_MINUTE: '6000',
-      UPSTREAM_BINANCE_URL: u.binance,
-      UPSTREAM_BINANCE_FUTURES_URL: u.binanceFutures,
-      UPSTREAM_OKX_URL: u.okx,
-      UPSTREAM_HYPERLIQUID_URL: u.hyperliquid,
-      UPSTREAM_ALTERNATIVE_ME_URL: u.alternativeMe,
-      UPSTREAM_DEFILLAMA_URL: u.defillama,
-      UPSTREAM_GROWTHEPIE_URL: u.growthepie,
-      UPSTREAM_HYPERLIQUID_STATS_URL: u.hyperliquidStats,
-      UPSTREAM_SOLANA_RPC_URL: u.solanaRpc,
-    });
+    const cfg = testConfig(liveEnv(upstream, dataDir, { DATABASE_URL: tmp.url, AUTH_SECRET: 'replay-test-secret-0123456789abcdef0123' }));
     [a, b] = await Promise.all([createService(cfg, { clock }), createService(cfg, { clock })]);
   });
   after(async () => {

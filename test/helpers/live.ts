@@ -1,0 +1,53 @@
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ROOT_DIR } from '../../src/config.ts';
+import type { Upstream } from './upstream.ts';
+
+/** Epoch ms of 00:00 UTC of a day (YYYY-MM-DD). */
+export const at = (day: string): number => Date.parse(`${day}T00:00:00Z`);
+
+/** A copy of the dataset files the service reads (data/), every row after `cut` dropped. */
+export function cutDataset(cut: string): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'live-data-'));
+  const src = path.join(ROOT_DIR, 'data');
+  for (const sub of ['prices', 'funding', 'chains']) {
+    mkdirSync(path.join(dir, sub));
+    for (const f of readdirSync(path.join(src, sub)).filter((n) => n.endsWith('.csv'))) {
+      const [header, ...rows] = readFileSync(path.join(src, sub, f), 'utf8')
+        .split(/\r?\n/)
+        .filter(Boolean);
+      const dateCol = header!.split(',').indexOf('date');
+      if (dateCol < 0) {
+        copyFileSync(path.join(src, sub, f), path.join(dir, sub, f));
+        continue;
+      }
+      writeFileSync(path.join(dir, sub, f), [header, ...rows.filter((r) => r.split(',')[dateCol]! <= cut)].join('\n') + '\n');
+    }
+  }
+  const [header, ...rows] = readFileSync(path.join(src, 'fear_greed.csv'), 'utf8').split(/\r?\n/).filter(Boolean);
+  writeFileSync(path.join(dir, 'fear_greed.csv'), [header, ...rows.filter((r) => r.slice(0, 10) <= cut)].join('\n') + '\n');
+  return dir;
+}
+
+/** Environment of a live-mode service whose upstreams are the fake `upstream` (short timeouts, generous budgets). */
+export function liveEnv(upstream: Upstream, dataDir: string, over: Record<string, string> = {}): Record<string, string> {
+  const u = upstream.baseUrls;
+  return {
+    DATA_DIR: dataDir,
+    LIVE: '1',
+    INGEST_TIMEOUT_MS: '2000',
+    INGEST_RETRIES: '1',
+    INGEST_HOST_BUDGET_PER_MINUTE: '6000',
+    UPSTREAM_BINANCE_URL: u.binance,
+    UPSTREAM_BINANCE_FUTURES_URL: u.binanceFutures,
+    UPSTREAM_OKX_URL: u.okx,
+    UPSTREAM_HYPERLIQUID_URL: u.hyperliquid,
+    UPSTREAM_ALTERNATIVE_ME_URL: u.alternativeMe,
+    UPSTREAM_DEFILLAMA_URL: u.defillama,
+    UPSTREAM_GROWTHEPIE_URL: u.growthepie,
+    UPSTREAM_HYPERLIQUID_STATS_URL: u.hyperliquidStats,
+    UPSTREAM_SOLANA_RPC_URL: u.solanaRpc,
+    ...over,
+  };
+}
