@@ -19,12 +19,16 @@ const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
  *   changes with the data, so a revalidation after max-age is cheap (304).
  * - keys and theses: `no-store` (secrets and per-user state are never cached).
  * Every cacheable answer also gets `Vary: Authorization` (tiers differ only in headers).
+ * In live mode (`live`) new data may arrive at any ingest round, so `max-age` is LIVE_MAX_AGE_S.
  */
-export function cacheControlOf(op: Operation, authorized: boolean, now = new Date()): string {
+export function cacheControlOf(op: Operation, authorized: boolean, now = new Date(), live = false): string {
   if (!MARKET_TAGS.has(op.tag)) return 'no-store';
-  const maxAge = Math.max(60, Math.floor((nextUtcMidnight(now).getTime() - now.getTime()) / 1000));
+  const maxAge = live ? LIVE_MAX_AGE_S : Math.max(60, Math.floor((nextUtcMidnight(now).getTime() - now.getTime()) / 1000));
   return `${op.policy.name === 'public' && !authorized ? 'public' : 'private'}, max-age=${maxAge}`;
 }
+
+/** `max-age` of market data in live mode, s: the shortest ingest schedule is every 15 minutes (docs/live-data.md). */
+export const LIVE_MAX_AGE_S = 300;
 
 const etags = new WeakMap<object, string>();
 
@@ -61,8 +65,15 @@ export function ifNoneMatch(header: string | undefined, etag: string): boolean {
  * data's ETag. Only GET/HEAD market-data answers get an ETag; the others get `no-store`.
  * @returns true when a 304 was sent.
  */
-export function applyCaching(req: FastifyRequest, reply: FastifyReply, op: Operation, served: { json: string }, asOf: AsOf): boolean {
-  const cacheControl = cacheControlOf(op, Boolean(req.headers.authorization));
+export function applyCaching(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  op: Operation,
+  served: { json: string },
+  asOf: AsOf,
+  live = false,
+): boolean {
+  const cacheControl = cacheControlOf(op, Boolean(req.headers.authorization), new Date(), live);
   reply.header('Cache-Control', cacheControl);
   if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
   const etag = etagOf(served, asOf);

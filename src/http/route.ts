@@ -84,7 +84,7 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
         body: req.body,
       });
       const out = await op.run(services, req.caller, input as never);
-      if (applyCaching(req, reply, op, out, asOf)) return reply;
+      if (applyCaching(req, reply, op, out, asOf, services.market.mode === 'live')) return reply;
       return sendOk(req, reply, out.json, out.cached, asOf, status);
     },
   });

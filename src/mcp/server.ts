@@ -2,6 +2,8 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { type CallToolResult, CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { ServiceError } from '../errors.ts';
+import type { StatusData } from '../services/schemas/market.ts';
+import type { Served } from '../services/served.ts';
 import { failure, listEntry, runTool, type ToolContext, type ToolDefinition } from './tool.ts';
 import { TOOLS } from './tools/index.ts';
 
@@ -17,9 +19,49 @@ const INSTRUCTIONS =
  */
 const JSON_SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
-/** The tools by name, and the `tools/list` answer, built once (a stateless HTTP server is built per request). */
+/** The tools by name, and their `tools/list` entries, built once (a stateless HTTP server is built per request). */
 const BY_NAME = new Map<string, ToolDefinition>(TOOLS.map((t) => [t.name, t]));
-const LIST: { tools: Tool[] } = { tools: TOOLS.map(listEntry) };
+const ENTRIES: Tool[] = TOOLS.map(listEntry);
+
+/** The series kinds each tool's answers are computed from (for its freshness line). */
+const TOOL_SERIES: Record<string, readonly StatusData['series'][number]['kind'][]> = {
+  get_signals: ['candles', 'fear_greed', 'funding', 'metric'],
+  get_market_regime: ['candles', 'fear_greed', 'funding'],
+  get_chain_health: ['metric'],
+  get_assets: ['candles'],
+  get_signal_history: ['candles'],
+  get_thesis_health: ['candles', 'fear_greed', 'funding', 'metric'],
+};
+
+/** `tools/list` answers by the status answer they were built from (rebuilt when the data or its freshness changes). */
+const lists = new WeakMap<object, { tools: Tool[] }>();
+
+/**
+ * The `tools/list` answer: each tool's description ends with the freshness of the data it
+ * answers from (the as-of day, the mode, and the stale series with their newest day), as
+ * GET /api/v1/status reports it.
+ */
+function toolList(status: Served<StatusData>): { tools: Tool[] } {
+  const hit = lists.get(status);
+  if (hit) return hit;
+  const s = status.value;
+  const list = {
+    tools: ENTRIES.map((e) => {
+      const kinds = TOOL_SERIES[e.name] ?? [];
+      const stale = s.series.filter((x) => x.stale && kinds.includes(x.kind));
+      const shown = stale.slice(0, 6).map((x) => `${x.series} (newest ${x.newest_date})`);
+      const line =
+        `Data freshness: as of ${s.as_of} (${s.mode === 'live' ? 'live data, judged against ' + s.reference_date : 'bundled dataset, offline'}); ` +
+        (stale.length
+          ? `stale: ${shown.join(', ')}${stale.length > shown.length ? ` and ${stale.length - shown.length} more` : ''}`
+          : 'no stale series') +
+        '; GET /api/v1/status has every series.';
+      return { ...e, description: `${e.description ?? ''}\n\n${line}` };
+    }),
+  };
+  lists.set(status, list);
+  return list;
+}
 
 /**
  * Builds an MCP server (the SDK's low-level `Server`) with exactly the six read-only tools
@@ -34,7 +76,7 @@ export function createMcpServer(ctx: ToolContext): Server {
     capabilities: { tools: { listChanged: false } },
     instructions: INSTRUCTIONS,
   });
-  server.setRequestHandler(ListToolsRequestSchema, () => LIST);
+  server.setRequestHandler(ListToolsRequestSchema, () => toolList(ctx.services.market.status()));
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const tool = BY_NAME.get(request.params.name);
     if (!tool)

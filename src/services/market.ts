@@ -134,6 +134,11 @@ export class MarketService {
     return this.#state.signalSeries;
   }
 
+  /** `live` when the ingest job feeds the store, else `offline`. */
+  get mode(): 'offline' | 'live' {
+    return this.options.mode ?? 'offline';
+  }
+
   /**
    * The day freshness is judged against: in live mode the newest complete UTC day by the
    * clock, offline the as-of day (docs/live-data.md, "Freshness").
@@ -162,7 +167,7 @@ export class MarketService {
         return { ...x, stale: reason !== null, stale_reason: reason };
       });
       return {
-        mode: this.options.mode ?? 'offline',
+        mode: this.mode,
         as_of: this.asOf,
         reference_date: ref,
         stale_series: series.filter((x) => x.stale).length,

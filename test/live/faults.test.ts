@@ -93,6 +93,9 @@ describe('live ingest under upstream faults', () => {
       assert.equal(after.status, 200);
       assert.equal(after.body.data.as_of, addDays(before, 2));
       assert.equal(after.body.data.stale, false);
+      // Live answers may change at any round: shared caches keep them 5 minutes, not until midnight.
+      const cached = await svc.app.inject({ method: 'GET', url: '/api/v1/regime', remoteAddress: '10.8.0.1' });
+      assert.equal(cached.headers['cache-control'], 'public, max-age=300');
       const st = (await get('/api/v1/status')).body.data.series.find((s: { series: string }) => s.series === 'candles:bitcoin');
       assert.equal(st.last_error, null);
       assert.equal(st.stale, false);
