@@ -104,7 +104,8 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       assert.equal(t.outputSchema?.type, 'object', `${t.name} outputSchema`);
     }
     // Each description ends with the freshness of the data the tool answers from (GET /status).
-    for (const t of tools) assert.match(t.description!, /Data freshness: as of 2025-09-30 \(bundled dataset, offline\); .*GET \/api\/v1\/status/, t.name);
+    for (const t of tools)
+      assert.match(t.description!, /Data freshness: as of 2025-09-30 \(bundled dataset, offline\); .*GET \/api\/v1\/status/, t.name);
     const chains = tools.find((t) => t.name === 'get_chain_health')!;
     assert.match(chains.description!, /stale: .*metric:eth:tvl \(newest 2025-08-02\)/);
     assert.match(tools.find((t) => t.name === 'get_market_regime')!.description!, /no stale series/);
