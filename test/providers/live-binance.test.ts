@@ -98,6 +98,10 @@ describe('Binance spot klines (recorded response)', () => {
     bad[0]![0] = 1771977600000 + 3_600_000; // not a UTC day
     srv.script({ body: bad });
     assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /field \[0\]\[0\]: .* is not 00:00 UTC/);
+    const incoherent = fixtureJson<unknown[][]>(KLINES);
+    incoherent[5]![3] = '99999999'; // low above high
+    srv.script({ body: incoherent });
+    assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /field \[5\]: incoherent candle for 2026-03-02/);
     srv.script({ body: { code: -1, msg: 'moved' } });
     assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /field \(root\)/);
   });
@@ -107,7 +111,7 @@ describe('Binance spot klines (recorded response)', () => {
     srv.script({ body: [...raw, raw[0]] });
     assert.equal((await btc().fetch('2026-02-24', '2026-03-11')).points.length, 14);
     const changed = [...raw, [...raw[0]!]];
-    changed.at(-1)![4] = '1.0';
+    changed.at(-1)![5] = '1.0'; // another volume for the same day
     srv.script({ body: changed });
     assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /two different values for 2026-02-25/);
   });

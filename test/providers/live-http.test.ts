@@ -127,6 +127,23 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     assert.equal(e.kind, 'budget');
   });
 
+  test('the injected fetch is the one used; default hosts are the public ones', async () => {
+    const seen: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      seen.push(String(input));
+      return fetch(input, init);
+    };
+    await btc(srv.url, { fetch: counting }).fetch(AFTER, TODAY);
+    assert.equal(seen.length, 1);
+    assert.ok(seen[0]!.startsWith(`${srv.url}/api/v3/klines?symbol=BTCUSDT`));
+    const hosts = new Map(createLiveSources().map((s) => [s.series, s.host]));
+    assert.equal(hosts.get('candles:bitcoin'), 'data-api.binance.vision');
+    assert.equal(hosts.get('candles:hyperliquid'), 'api.hyperliquid.xyz');
+    assert.equal(hosts.get('fear_greed'), 'api.alternative.me');
+    assert.equal(hosts.get('funding:bitcoin'), 'fapi.binance.com');
+    assert.equal(hosts.get('metric:hype:dex_volume'), 'stats-data.hyperliquid.xyz');
+  });
+
   test('Retry-After parsing: seconds and HTTP dates', () => {
     assert.equal(parseRetryAfter('2'), 2000);
     assert.equal(parseRetryAfter(null), undefined);
