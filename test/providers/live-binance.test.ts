@@ -178,7 +178,7 @@ describe('Binance 451/403 → OKX fallback (recorded OKX layout)', () => {
 });
 
 describe('pagination against the fake upstream', () => {
-  test('Binance klines: 1000 per page; OKX: 100 per page, newest first; both equal the dataset', async () => {
+  test('Binance klines: 1000 per page; OKX: 100 per page, newest first; funding: 1000 prints per page; all equal the dataset', async () => {
     const up = await startUpstream();
     try {
       up.setToday('2025-06-15');
@@ -195,6 +195,15 @@ describe('pagination against the fake upstream', () => {
       const tail = want.filter((c) => c.date > '2024-12-31');
       assert.deepStrictEqual(viaOkx.points, tail);
       assert.equal(up.requestsBy.okx, Math.ceil(tail.length / 100) + (tail.length % 100 === 0 ? 1 : 0));
+      const funding = await createLiveSources({ baseUrls: up.baseUrls })
+        .find((x) => x.series === 'funding:bitcoin')!
+        .fetch('2023-12-31', '2025-06-15');
+      const wantFunding = data.funding.get('bitcoin')!.filter((f) => f.date > '2023-12-31');
+      assert.deepStrictEqual(
+        funding.points.map((p) => ({ date: p.date, rate: 'rate' in p ? p.rate : NaN })),
+        wantFunding,
+      );
+      assert.equal(up.requestsBy.binanceFutures, 1 + Math.ceil((wantFunding.length * 3) / 1000), 'fundingInfo + 1000-print pages');
     } finally {
       await up.close();
     }
