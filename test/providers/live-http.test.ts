@@ -86,7 +86,7 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
   test('a timeout then success', async () => {
     srv.log.length = 0;
     srv.script({ hang: true });
-    assert.equal((await btc(srv.url, { timeoutMs: 200, retries: 1 }).fetch(AFTER, TODAY)).points.length, 14);
+    assert.equal((await btc(srv.url, { timeoutMs: 1000, retries: 1 }).fetch(AFTER, TODAY)).points.length, 14);
     assert.equal(srv.log.length, 2);
   });
 
