@@ -98,6 +98,10 @@ describe('Binance spot klines (recorded response)', () => {
     bad[0]![0] = 1771977600000 + 3_600_000; // not a UTC day
     srv.script({ body: bad });
     assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /field \[0\]\[0\]: .* is not 00:00 UTC/);
+    const incoherent = fixtureJson<unknown[][]>(KLINES);
+    incoherent[5]![3] = '99999999'; // low above high
+    srv.script({ body: incoherent });
+    assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /field \[5\]: incoherent candle for 2026-03-02/);
     srv.script({ body: { code: -1, msg: 'moved' } });
     assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /field \(root\)/);
   });
@@ -107,7 +111,7 @@ describe('Binance spot klines (recorded response)', () => {
     srv.script({ body: [...raw, raw[0]] });
     assert.equal((await btc().fetch('2026-02-24', '2026-03-11')).points.length, 14);
     const changed = [...raw, [...raw[0]!]];
-    changed.at(-1)![4] = '1.0';
+    changed.at(-1)![5] = '1.0'; // another volume for the same day
     srv.script({ body: changed });
     assert.match((await formatError(btc().fetch('2026-02-24', '2026-03-11'))).message, /two different values for 2026-02-25/);
   });
@@ -174,7 +178,7 @@ describe('Binance 451/403 → OKX fallback (recorded OKX layout)', () => {
 });
 
 describe('pagination against the fake upstream', () => {
-  test('Binance klines: 1000 per page; OKX: 100 per page, newest first; both equal the dataset', async () => {
+  test('Binance klines: 1000 per page; OKX: 100 per page, newest first; funding: 1000 prints per page; all equal the dataset', async () => {
     const up = await startUpstream();
     try {
       up.setToday('2025-06-15');
@@ -191,6 +195,15 @@ describe('pagination against the fake upstream', () => {
       const tail = want.filter((c) => c.date > '2024-12-31');
       assert.deepStrictEqual(viaOkx.points, tail);
       assert.equal(up.requestsBy.okx, Math.ceil(tail.length / 100) + (tail.length % 100 === 0 ? 1 : 0));
+      const funding = await createLiveSources({ baseUrls: up.baseUrls })
+        .find((x) => x.series === 'funding:bitcoin')!
+        .fetch('2023-12-31', '2025-06-15');
+      const wantFunding = data.funding.get('bitcoin')!.filter((f) => f.date > '2023-12-31');
+      assert.deepStrictEqual(
+        funding.points.map((p) => ({ date: p.date, rate: 'rate' in p ? p.rate : NaN })),
+        wantFunding,
+      );
+      assert.equal(up.requestsBy.binanceFutures, 1 + Math.ceil((wantFunding.length * 3) / 1000), 'fundingInfo + 1000-print pages');
     } finally {
       await up.close();
     }

@@ -86,7 +86,7 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
   test('a timeout then success', async () => {
     srv.log.length = 0;
     srv.script({ hang: true });
-    assert.equal((await btc(srv.url, { timeoutMs: 200, retries: 1 }).fetch(AFTER, TODAY)).points.length, 14);
+    assert.equal((await btc(srv.url, { timeoutMs: 1000, retries: 1 }).fetch(AFTER, TODAY)).points.length, 14);
     assert.equal(srv.log.length, 2);
   });
 
@@ -125,6 +125,23 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     await btcS.fetch(AFTER, TODAY);
     const e = await rejects(eth.fetch(AFTER, TODAY, AbortSignal.timeout(300)));
     assert.equal(e.kind, 'budget');
+  });
+
+  test('the injected fetch is the one used; default hosts are the public ones', async () => {
+    const seen: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      seen.push(String(input));
+      return fetch(input, init);
+    };
+    await btc(srv.url, { fetch: counting }).fetch(AFTER, TODAY);
+    assert.equal(seen.length, 1);
+    assert.ok(seen[0]!.startsWith(`${srv.url}/api/v3/klines?symbol=BTCUSDT`));
+    const hosts = new Map(createLiveSources().map((s) => [s.series, s.host]));
+    assert.equal(hosts.get('candles:bitcoin'), 'data-api.binance.vision');
+    assert.equal(hosts.get('candles:hyperliquid'), 'api.hyperliquid.xyz');
+    assert.equal(hosts.get('fear_greed'), 'api.alternative.me');
+    assert.equal(hosts.get('funding:bitcoin'), 'fapi.binance.com');
+    assert.equal(hosts.get('metric:hype:dex_volume'), 'stats-data.hyperliquid.xyz');
   });
 
   test('Retry-After parsing: seconds and HTTP dates', () => {

@@ -15,6 +15,7 @@ import {
   dailyFundingMeans,
   dayOfMs,
   dayStartMs,
+  checkCandle,
   decimalString,
   finite,
   type AdapterContext,
@@ -80,7 +81,16 @@ export function binanceCandles(ctx: AdapterContext, asset: string, symbol: strin
         if (r[0] % DAY_MS !== 0) throw notMidnight(source, '/api/v3/klines', `[${i}][0]`, r[0]);
         // A candle still open at the time of the call (closeTime in the future) is never complete.
         if (r[6] >= Date.now()) return;
-        out.push({ date: dayOfMs(r[0]), open: r[1], high: r[2], low: r[3], close: r[4], volume: r[5] });
+        out.push(
+          checkCandle(source, '/api/v3/klines', `[${i}]`, {
+            date: dayOfMs(r[0]),
+            open: r[1],
+            high: r[2],
+            low: r[3],
+            close: r[4],
+            volume: r[5],
+          }),
+        );
       });
       if (rows.length < KLINES_LIMIT) break;
       const next = rows.at(-1)![0] + DAY_MS;
@@ -103,7 +113,16 @@ export function binanceCandles(ctx: AdapterContext, asset: string, symbol: strin
       body.data.forEach((r, i) => {
         if (r[0] % DAY_MS !== 0) throw notMidnight(okxSource, '/api/v5/market/history-candles', `data[${i}][0]`, r[0]);
         if (r[8] !== '1') return; // not confirmed: the day is not complete
-        out.push({ date: dayOfMs(r[0]), open: r[1], high: r[2], low: r[3], close: r[4], volume: r[5] });
+        out.push(
+          checkCandle(okxSource, '/api/v5/market/history-candles', `data[${i}]`, {
+            date: dayOfMs(r[0]),
+            open: r[1],
+            high: r[2],
+            low: r[3],
+            close: r[4],
+            volume: r[5],
+          }),
+        );
       });
       const oldest = Math.min(...body.data.map((r) => r[0]));
       if (oldest <= stop || oldest >= cursor) break;

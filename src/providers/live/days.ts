@@ -3,6 +3,7 @@
  * "complete days in (after, today)" cut, and the daily funding mean.
  */
 import { z } from 'zod';
+import type { Candle } from '../../engine/types.ts';
 import { dayNumber, dayString } from '../../engine/util.ts';
 import type { HttpClient } from './http.ts';
 import { UpstreamError, type UpstreamName } from './source.ts';
@@ -89,4 +90,20 @@ export function dailyFundingMeans(prints: { ms: number; rate: number; intervalHo
     for (const x of xs) acc += x - first;
     return { date, rate: first + acc / xs.length, interval_hours: interval, prints: xs.length };
   });
+}
+
+/**
+ * Checks that a candle is coherent: positive prices, `low <= open, close <= high`, volume not
+ * negative. @throws UpstreamError 'format' naming the field (e.g. `[3]`) otherwise.
+ */
+export function checkCandle(source: string, path: string, field: string, c: Candle): Candle {
+  const ok = c.low > 0 && c.low <= Math.min(c.open, c.close) && c.high >= Math.max(c.open, c.close) && (c.volume === null || c.volume >= 0);
+  if (!ok) {
+    throw new UpstreamError(
+      source,
+      `${source}: ${path}: unexpected response format at field ${field}: incoherent candle for ${c.date} (o ${c.open} h ${c.high} l ${c.low} c ${c.close} v ${c.volume})`,
+      'format',
+    );
+  }
+  return c;
 }

@@ -15,6 +15,7 @@ import {
   dailyFundingMeans,
   dayOfMs,
   dayStartMs,
+  checkCandle,
   decimalString,
   finite,
   type AdapterContext,
@@ -73,7 +74,9 @@ export function hyperliquidCandles(ctx: AdapterContext, asset: string, coin: str
           if (r.s !== coin || r.i !== '1d')
             throw new UpstreamError(source, `${source}: /info: unexpected response format at field [${i}].s/i: ${r.s} ${r.i}`, 'format');
           if (r.T >= Date.now()) continue; // still open
-          points.push({ date: dayOfMs(r.t), open: r.o, high: r.h, low: r.l, close: r.c, volume: r.v });
+          points.push(
+            checkCandle(source, '/info', `[${i}]`, { date: dayOfMs(r.t), open: r.o, high: r.h, low: r.l, close: r.c, volume: r.v }),
+          );
         }
         if (rows.length < CANDLE_CAP) break;
         const next = Math.max(...rows.map((r) => r.t)) + DAY_MS;
