@@ -28,6 +28,7 @@ import { UserRepo } from '../src/store/user-repo.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
 import { runBackfill } from '../src/jobs/backfill.ts';
+import { benchIngest } from './ingest.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -201,6 +202,9 @@ async function main() {
   console.log(
     `backfill: load+compute ${(t2 - t1).toFixed(0)} ms, store ${rows} changes ${(t3 - t2).toFixed(0)} ms, total ${((t3 - t1) / 1000).toFixed(2)} s (target < 5 s; PGlite open+migrate ${(t1 - t0).toFixed(0)} ms not counted)`,
   );
+
+  // 2. The market-data store: import at first start, one live ingest round.
+  await benchIngest();
 
   const work = mkdtempSync(path.join(tmpdir(), 'bench-'));
   const dir = path.join(work, 'pglite');

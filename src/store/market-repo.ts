@@ -59,7 +59,7 @@ export interface StoredMarket {
 }
 
 /** Rows per INSERT statement (well under PostgreSQL's 65,535 parameters). */
-const BATCH = 1000;
+const BATCH = 5000;
 
 /** Builds the series id of a kind and subject (docs/live-data.md, "Series"). */
 export function seriesId(kind: SeriesKind, subject: string | null, metric: string | null = null): string {
@@ -150,63 +150,77 @@ export class MarketRepo {
     return inserted;
   }
 
+  /**
+   * Inserts one chunk of points with a single parameter (the rows as JSON, expanded by
+   * `jsonb_to_recordset` in the database): far fewer bind parameters and round trips than a
+   * multi-row VALUES list, which matters for the first start's import on PGlite.
+   * @returns the number of rows inserted (points already stored are kept).
+   */
   async #insert(tx: Tx, spec: SeriesSpec, rows: SeriesRows): Promise<number> {
     if (rows.points.length === 0) return 0;
     const subject = spec.subject ?? '';
+    let stmt;
     switch (rows.kind) {
-      case 'candles':
-        return (
-          await tx
-            .insert(marketCandles)
-            .values(
-              rows.points.map((p) => ({
-                asset: subject,
-                date: p.date,
-                open: p.open,
-                high: p.high,
-                low: p.low,
-                close: p.close,
-                volume: p.volume,
-                source: p.source,
-              })),
-            )
-            .onConflictDoNothing()
-            .returning({ d: marketCandles.date })
-        ).length;
-      case 'fear_greed':
-        return (
-          await tx
-            .insert(marketFearGreed)
-            .values(rows.points.map((p) => ({ date: p.date, value: p.value, classification: p.classification, source: p.source })))
-            .onConflictDoNothing()
-            .returning({ d: marketFearGreed.date })
-        ).length;
-      case 'funding':
-        return (
-          await tx
-            .insert(marketFunding)
-            .values(
-              rows.points.map((p) => ({
-                asset: subject,
-                date: p.date,
-                rate: p.rate,
-                intervalHours: p.interval_hours,
-                prints: p.prints,
-                source: p.source,
-              })),
-            )
-            .onConflictDoNothing()
-            .returning({ d: marketFunding.date })
-        ).length;
-      case 'metric':
-        return (
-          await tx
-            .insert(marketChainMetrics)
-            .values(rows.points.map((p) => ({ chain: subject, metric: spec.metric ?? '', date: p.date, value: p.value, source: p.source })))
-            .onConflictDoNothing()
-            .returning({ d: marketChainMetrics.date })
-        ).length;
+      case 'candles': {
+        const json = JSON.stringify(
+          rows.points.map((p) => ({
+            asset: subject,
+            date: p.date,
+            open: p.open,
+            high: p.high,
+            low: p.low,
+            close: p.close,
+            volume: p.volume,
+            source: p.source,
+          })),
+        );
+        stmt = sql`INSERT INTO market_candles (asset, date, open, high, low, close, volume, source)
+          SELECT asset, date, open, high, low, close, volume, source FROM jsonb_to_recordset(${json}::jsonb)
+          AS x(asset text, date date, open double precision, high double precision, low double precision, close double precision, volume double precision, source text)
+          ON CONFLICT DO NOTHING RETURNING 1`;
+        break;
+      }
+      case 'fear_greed': {
+        const json = JSON.stringify(
+          rows.points.map((p) => ({ date: p.date, value: p.value, classification: p.classification, source: p.source })),
+        );
+        stmt = sql`INSERT INTO market_fear_greed (date, value, classification, source)
+          SELECT date, value, classification, source FROM jsonb_to_recordset(${json}::jsonb)
+          AS x(date date, value integer, classification text, source text)
+          ON CONFLICT DO NOTHING RETURNING 1`;
+        break;
+      }
+      case 'funding': {
+        const json = JSON.stringify(
+          rows.points.map((p) => ({
+            asset: subject,
+            date: p.date,
+            rate: p.rate,
+            interval_hours: p.interval_hours,
+            prints: p.prints,
+            source: p.source,
+          })),
+        );
+        stmt = sql`INSERT INTO market_funding (asset, date, rate, interval_hours, prints, source)
+          SELECT asset, date, rate, interval_hours, prints, source FROM jsonb_to_recordset(${json}::jsonb)
+          AS x(asset text, date date, rate double precision, interval_hours integer, prints integer, source text)
+          ON CONFLICT DO NOTHING RETURNING 1`;
+        break;
+      }
+      case 'metric': {
+        const json = JSON.stringify(
+          rows.points.map((p) => ({ chain: subject, metric: spec.metric ?? '', date: p.date, value: p.value, source: p.source })),
+        );
+        stmt = sql`INSERT INTO market_chain_metrics (chain, metric, date, value, source)
+          SELECT chain, metric, date, value, source FROM jsonb_to_recordset(${json}::jsonb)
+          AS x(chain text, metric text, date date, value double precision, source text)
+          ON CONFLICT DO NOTHING RETURNING 1`;
+        break;
+      }
     }
+    const counted = sql`WITH ins AS (${stmt}) SELECT count(*)::int AS n FROM ins`;
+    const res = (await tx.execute(counted)) as unknown as { rows: { n: number }[] };
+    return Number(res.rows[0]?.n ?? 0);
   }
 
   /** Every series' freshness state, by series id. */
