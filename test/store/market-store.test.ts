@@ -1,0 +1,89 @@
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { ConfigError, ROOT_DIR } from '../../src/config.ts';
+import { createCore } from '../../src/core.ts';
+import { importBundledDataset } from '../../src/jobs/import-dataset.ts';
+import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
+import { AsOfOutOfRangeError, StoredMarketProvider } from '../../src/services/market-data.ts';
+import { openDatabase, type Database } from '../../src/store/db.ts';
+import { MarketRepo } from '../../src/store/market-repo.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+
+// The market-data store (issue #9): the bundled dataset imported once with its provenance,
+// read back by the engine exactly as the CSV files give it, the same on PGlite and PostgreSQL.
+
+const DATA = path.join(ROOT_DIR, 'data');
+
+async function checkStore(db: Database): Promise<void> {
+  const repo = new MarketRepo(db.jobs);
+  const first = await importBundledDataset(new DatasetProvider(DATA), repo);
+  assert.equal(first.skipped, false);
+  assert.ok(first.inserted > 40_000, `rows imported: ${first.inserted}`);
+  const again = await importBundledDataset(new DatasetProvider(DATA), repo);
+  assert.deepEqual(again, { skipped: true, inserted: 0, series: 0 }, 'the same files are not imported twice');
+
+  const csv = await new DatasetProvider(DATA).load();
+  const stored = await new StoredMarketProvider(repo).load();
+  assert.equal(stored.asOf, csv.asOf);
+  assert.deepEqual([...stored.candles.keys()].sort(), [...csv.candles.keys()].sort());
+  for (const [asset, list] of csv.candles) assert.deepEqual(stored.candles.get(asset), list, `candles of ${asset}`);
+  assert.deepEqual(stored.fearGreed, csv.fearGreed);
+  for (const [asset, list] of csv.funding) assert.deepEqual(stored.funding.get(asset), list, `funding of ${asset}`);
+  for (const [chain, rec] of csv.chains)
+    for (const [metric, s] of Object.entries(rec))
+      assert.deepEqual(stored.chains.get(chain)?.[metric]?.points, s.points, `${chain} ${metric}`);
+  assert.deepEqual(stored.gaps, csv.gaps);
+  // Provenance per row: the file and the venue.
+  assert.match(stored.priceSources.get('bitcoin')!, /^data\/prices\/btc\.csv \(binance_spot\) 2018-03-17\.\.2025-09-30$/);
+  const btc = stored.series.find((s) => s.series === 'candles:bitcoin')!;
+  assert.equal(btc.origin, 'bundled');
+  assert.equal(btc.newest_date, '2025-09-30');
+  assert.equal(btc.last_success_at, null);
+
+  // AS_OF outside the data is refused, naming the boundary.
+  await assert.rejects(new StoredMarketProvider(repo).load('2030-01-01'), (e: unknown) => {
+    assert.ok(e instanceof AsOfOutOfRangeError);
+    assert.match((e as Error).message, /AS_OF 2030-01-01 is after the newest day of the data \(2025-09-30\); use 2025-09-30 or earlier/);
+    return true;
+  });
+  await assert.rejects(new StoredMarketProvider(repo).load('2001-01-01'), /before the first day of the data \(2018-/);
+  const cut = await new StoredMarketProvider(repo).load('2024-03-01');
+  assert.equal(cut.candles.get('bitcoin')!.at(-1)!.date, '2024-03-01');
+}
+
+describe('market-data store', () => {
+  const open: Database[] = [];
+  const drops: (() => Promise<void>)[] = [];
+  after(async () => {
+    for (const d of open) await d.close();
+    for (const d of drops) await d();
+  });
+
+  test('PGlite: the import is idempotent and the store reads back exactly the bundled data', async () => {
+    const db = await openDatabase({ pgliteDir: 'memory://' });
+    open.push(db);
+    await checkStore(db);
+  });
+
+  test('PostgreSQL: the same', async (t) => {
+    if (!(await postgresAvailable())) return t.skip(PG_SKIP);
+    const tmp = await createTempPgDatabase();
+    drops.push(tmp.drop);
+    const db = await openDatabase({ databaseUrl: tmp.url, pgliteDir: 'memory://' });
+    open.push(db);
+    await checkStore(db);
+  });
+
+  test('a start with AS_OF after the newest day, or AS_OF with LIVE=1, is refused with what to do', async () => {
+    await assert.rejects(
+      createCore(testConfig({ AS_OF: '2030-01-01' })),
+      /after the newest day of the data \(2025-09-30\); use 2025-09-30 or earlier/,
+    );
+    await assert.rejects(createCore(testConfig({ AS_OF: '2025-01-01', LIVE: '1' })), (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match((e as Error).message, /AS_OF=2025-01-01 pins the served day, but LIVE=1 serves the newest data: unset one of them/);
+      return true;
+    });
+  });
+});
