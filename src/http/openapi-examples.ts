@@ -238,10 +238,35 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       },
     ],
   },
+  getPrices: {
+    asset: 'bitcoin',
+    symbol: 'BTC',
+    days: 30,
+    as_of: '2025-09-30',
+    source: 'data/prices/btc.csv (daily close, binance_spot)',
+    candles: [
+      {
+        date: '2025-09-01',
+        open: 108246.36,
+        high: 109912.4,
+        low: 107255,
+        close: 109237.42,
+        volume: 16053.60219,
+      },
+    ],
+    signal_at_start: 'neutral',
+    signal_changes: [
+      {
+        date: '2025-09-18',
+        signal: 'buy',
+        previous_signal: 'neutral',
+      },
+    ],
+  },
   createKey: {
-    id: '31c6b5cc-4216-4dde-a1cd-448df256a820',
-    key: 'svc_live_ajoojBIqhPLF0skZYJk3Wg2ml6Yqosj708VeJR',
-    prefix: 'svc_live_ajoo',
+    id: '224ae58d-b9a3-4016-846f-3f5a9db04d01',
+    key: 'svc_live_2G6YuriWwbRq6FrgnDD8BVCDqCfQXLof30PAtY',
+    prefix: 'svc_live_2G6Y',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -249,8 +274,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '31c6b5cc-4216-4dde-a1cd-448df256a820',
-        prefix: 'svc_live_ajoo',
+        id: '224ae58d-b9a3-4016-846f-3f5a9db04d01',
+        prefix: 'svc_live_2G6Y',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -265,7 +290,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: 'ce08a22e-3b92-4583-9c5e-38be5c453f61',
+    id: '669046f3-98e0-4642-a1d0-c8d0fc182016',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -290,7 +315,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: 'ce08a22e-3b92-4583-9c5e-38be5c453f61',
+        id: '669046f3-98e0-4642-a1d0-c8d0fc182016',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -315,7 +340,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: 'ce08a22e-3b92-4583-9c5e-38be5c453f61',
+    id: '669046f3-98e0-4642-a1d0-c8d0fc182016',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -338,7 +363,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: 'ce08a22e-3b92-4583-9c5e-38be5c453f61',
+    thesis_id: '669046f3-98e0-4642-a1d0-c8d0fc182016',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 77.6,
@@ -371,11 +396,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: 'ce08a22e-3b92-4583-9c5e-38be5c453f61',
+    id: '669046f3-98e0-4642-a1d0-c8d0fc182016',
     deleted: true,
   },
   revokeKey: {
-    id: '31c6b5cc-4216-4dde-a1cd-448df256a820',
+    id: '224ae58d-b9a3-4016-846f-3f5a9db04d01',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -447,7 +472,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=80252',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=70281',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };
