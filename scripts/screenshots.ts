@@ -44,7 +44,10 @@ try {
     await page.locator('#new-key-dialog').getByRole('button', { name: 'Close' }).click();
   }
   await page.waitForSelector('#keys tbody tr:nth-child(2)');
-  await page.locator('#h-api-keys').locator('..').screenshot({ path: out('dashboard-keys.png') });
+  await page
+    .locator('#h-api-keys')
+    .locator('..')
+    .screenshot({ path: out('dashboard-keys.png') });
 
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, deviceScaleFactor: 1 });
   const p2 = await phone.newPage();
