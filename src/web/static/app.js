@@ -610,14 +610,25 @@ async function assetPage(asked) {
         { class: 'small muted' },
         `Daily candles from ${p.source}, as of ${p.as_of}. Arrows mark the days the signal changed; the band shows the level in effect.`,
       ),
-      h('h3', { text: 'Signal changes in this window' }),
+      h(
+        'p',
+        { class: 'small muted' },
+        'Chart: TradingView Lightweight Charts™, Copyright (c) 2025 TradingView, Inc., ',
+        h('a', { href: 'https://www.tradingview.com/', text: 'tradingview.com' }),
+        '.',
+      ),
       p.signal_changes.length
         ? h(
-            'ul',
-            { id: 'changes' },
-            p.signal_changes.map((c) => h('li', {}, `${c.date}: `, level(c.previous_signal), ' → ', level(c.signal))),
+            'details',
+            {},
+            h('summary', { text: `Signal changes in this window (${p.signal_changes.length})` }),
+            h(
+              'ul',
+              { id: 'changes' },
+              p.signal_changes.map((c) => h('li', {}, `${c.date}: `, level(c.previous_signal), ' → ', level(c.signal))),
+            ),
           )
-        : h('p', { class: 'muted', text: 'None in this window.' }),
+        : h('p', { class: 'muted', text: 'No signal change in this window.' }),
     ),
     card('Factor breakdown', ...factorBars(s)),
     ...(info?.chain ? [h('div', { id: 'chain-slot' })] : []),
