@@ -5,7 +5,9 @@
 //     limiter (target ratio >= 0.8 for the core, >= 0.7 keyed) and the Redis limiter (>= 0.5);
 //  3. MCP tools/call get_signals vs a bare SDK server on the same stack returning the same
 //     payload (target >= 0.8);
-//  4. the service's peak RSS under that load (target < 512 MB).
+//  4. the service's peak RSS under that load (target < 512 MB);
+//  5. the web dashboard's overview: page weight and time to first render / interactive in
+//     headless Chromium (bench/dashboard.ts; targets < 300 KB JS gzipped, < 1 s).
 // Every request is allowed: the load rotates over a pool of api-tier keys (500 requests per
 // minute each), large enough that no key runs out during a run. The baselines get the same
 // rotating Authorization header, so the load generator does the same work in every run.
@@ -29,6 +31,7 @@ import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
 import { runBackfill } from '../src/jobs/backfill.ts';
 import { benchIngest } from './ingest.ts';
+import { benchDashboard } from './dashboard.ts';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -234,6 +237,7 @@ async function main() {
     const mcpRes = (await (
       await fetch(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', headers: MCP_HEADERS, body: MCP_CALL })
     ).json()) as { result: unknown };
+    await benchDashboard(`http://127.0.0.1:${svc.port}`);
     await stop(svc.proc);
     const bodyFile = path.join(work, 'signals.json');
     writeFileSync(bodyFile, body);

@@ -47,6 +47,7 @@ try {
   success.listAssets = await run(ops.listAssets, {});
   success.getSignalHistory = await run(ops.getSignalHistory, { asset: 'bitcoin', days: 90, limit: 50 });
   success.getStatus = await run(ops.getStatus, {});
+  success.getPrices = await run(ops.getPrices, { asset: 'bitcoin', days: 30 });
   const key = (await ops.createKey.run(svc, user, { name: 'laptop' })).value;
   success.createKey = shorten(key);
   success.listKeys = await run(ops.listKeys, {});

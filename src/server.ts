@@ -8,6 +8,7 @@ import type { Config } from './config.ts';
 import { type Core, createCore, logPhase, prepareCore } from './core.ts';
 import { buildHttpApp } from './http/app.ts';
 import { hostName, mcpRoutes } from './mcp/http.ts';
+import { webRoutes } from './web/routes.ts';
 import { pingDatabase } from './store/db.ts';
 
 /** The HTTP service: the core, the embedded identity provider (when used) and the Fastify app (not listening yet). */
@@ -100,7 +101,14 @@ export async function createService(
         allowedHosts: mcpAllowedHosts(config, publicUrl),
       });
     });
-    logPhase(core.log, 'http', 'HTTP app built (REST, OpenAPI, /docs, /mcp)', t);
+    await webRoutes(http, {
+      services: core,
+      access: core.access,
+      asOf: () => core.market.asOf,
+      signIn: identity ? { kind: 'embedded' } : { kind: 'external', issuer: config.AUTH_ISSUER ?? '' },
+      mcpUrl: `${publicUrl}/mcp`,
+    });
+    logPhase(core.log, 'http', 'HTTP app built (REST, OpenAPI, /docs, /mcp, dashboard)', t);
     // On PGlite this process holds the database alone: operator commands (users set-tier) reach it here.
     if (core.database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')) {
       const socket = adminSocketPath(config.PGLITE_DIR);

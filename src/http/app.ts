@@ -17,7 +17,6 @@ import { OPERATIONS } from '../services/operations/index.ts';
 import { sendError, sendServiceError } from './envelope.ts';
 import { createClientErrorHandler } from './client-error.ts';
 import { createGuard } from './guard.ts';
-import { LANDING_CSP, landingHtml } from './landing-page.ts';
 import { HttpMetrics, PROTOCOL_ERROR } from './metrics.ts';
 import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
@@ -72,7 +71,7 @@ const LOCATION: Record<string, string> = {
  * Builds the Fastify app (not listening): /api/v1 routes with the envelope (one per
  * operation, src/http/routes/v1.ts), OpenAPI at /api/v1/openapi.json, the API reference at
  * /docs (local assets, no CDN), the embedded identity provider's routes when one is given,
- * /healthz and /readyz. Every request gets an id (echoed as `X-Request-Id` and in
+ * /healthz and /readyz. The dashboard (`/`, src/web/) is mounted beside it by the server. Every request gets an id (echoed as `X-Request-Id` and in
  * `meta.request_id`), logged with each line. MCP over HTTP is mounted beside it by the server.
  */
 export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | null): Promise<FastifyInstance> {
@@ -246,17 +245,6 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
 
   if (identity) await identityRoutes(app, identity, deps.limiter);
 
-  const landing = landingHtml({ signIn: identity !== null, metrics: metrics !== null });
-  app.get('/', { schema: { hide: true } }, async (_req, reply) =>
-    reply
-      .type('text/html; charset=utf-8')
-      .header('content-security-policy', LANDING_CSP)
-      .header('cache-control', 'public, max-age=300')
-      .header('x-frame-options', 'DENY')
-      .header('referrer-policy', 'no-referrer')
-      .header('x-content-type-options', 'nosniff')
-      .send(landing),
-  );
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_req, reply) => {
     const checks = await deps.ready();

@@ -20,9 +20,16 @@ declare module 'fastify' {
  * (services/access.ts) with the route's policy — authenticate, authorize, meter — that renders
  * refusals as the error envelope and sets the rate-limit headers on every response, whatever
  * its outcome: `WWW-Authenticate` on 401 (RFC 6750), `Retry-After` on 429. `onDecision` is
- * told each quota decision (metrics).
+ * told each quota decision (metrics). The dashboard's data routes (src/web/) use the same
+ * guard with `mapPolicy` = `dashboardPolicy`.
  */
-export function createGuard(access: Access, asOf: AsOf, onDecision?: (d: LimitDecision) => void) {
+export function createGuard(
+  access: Access,
+  asOf: AsOf,
+  onDecision?: (d: LimitDecision) => void,
+  /** Maps the route's policy to the one enforced (the dashboard's reading: services/access.ts `dashboardPolicy`). */
+  mapPolicy: (p: Policy) => Policy = (p) => p,
+) {
   function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
     reply.headers(refusalHeaders(err, limits));
     if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));
@@ -30,7 +37,7 @@ export function createGuard(access: Access, asOf: AsOf, onDecision?: (d: LimitDe
   }
 
   return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-    const policy = req.routeOptions.config?.policy ?? PUBLIC;
+    const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
     const auth = await access.authenticate(req.headers.authorization, policy, req.ip);
     if (!auth.ok) {
       if (auth.error.status >= 500) req.log.error({ err: loggableError(auth.cause ?? auth.error) }, 'dependency unavailable');
@@ -39,7 +46,7 @@ export function createGuard(access: Access, asOf: AsOf, onDecision?: (d: LimitDe
     req.caller = auth.caller;
     const denied = access.authorize(auth.caller, policy);
     if (denied) return refuse(req, reply, denied, await access.peek(auth.caller));
-    const metered = await access.meter(auth.caller, policy);
+    const metered = await access.meter(auth.caller, policy, req.ip);
     if (policy.quota !== 'none') onDecision?.(metered.limits);
     if (metered.error) return refuse(req, reply, metered.error, metered.limits);
     reply.headers(rateLimitHeaders(metered.limits));

@@ -5,7 +5,6 @@ import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth
 import { unexpectedError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { sendError } from './envelope.ts';
-import { SIGNIN_CSP, SIGNIN_HTML } from './signin-page.ts';
 
 /**
  * Sign-in attempts allowed per account (the lower-cased email) per window, counted across
@@ -77,7 +76,8 @@ async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: F
 /**
  * Mounts the embedded identity provider (src/auth/identity.ts) on the app: `/auth/*` (GET and
  * POST, handed to better-auth as a web Request built on the configured origin, with the
- * client address in CLIENT_IP_HEADER), `/.well-known/openid-configuration`, and `/signin`.
+ * client address in CLIENT_IP_HEADER) and `/.well-known/openid-configuration`. The sign-in
+ * and sign-up forms are the dashboard's (`/signin`, `/account`: src/web/).
  *
  * With a `limiter`, sign-in and sign-up are throttled before better-auth sees them
  * (SIGNIN_IP_LIMIT per client address, SIGNIN_ACCOUNT_LIMIT per account on sign-in), shared
@@ -151,17 +151,6 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
 
     scope.get('/.well-known/openid-configuration', { schema: { hide: true } }, async (_req, reply) =>
       reply.header('cache-control', 'public, max-age=300').type('application/json; charset=utf-8').send(idp.discovery),
-    );
-
-    scope.get('/signin', { schema: { hide: true } }, async (_req, reply) =>
-      reply
-        .header('content-security-policy', SIGNIN_CSP)
-        .header('cache-control', 'no-store')
-        .header('x-frame-options', 'DENY')
-        .header('referrer-policy', 'no-referrer')
-        .header('x-content-type-options', 'nosniff')
-        .type('text/html; charset=utf-8')
-        .send(SIGNIN_HTML),
     );
   });
 }

@@ -282,10 +282,35 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       },
     ],
   },
+  getPrices: {
+    asset: 'bitcoin',
+    symbol: 'BTC',
+    days: 30,
+    as_of: '2025-09-30',
+    source: 'data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30',
+    candles: [
+      {
+        date: '2025-09-01',
+        open: 108246.36,
+        high: 109912.4,
+        low: 107255,
+        close: 109237.42,
+        volume: 16053.60219,
+      },
+    ],
+    signal_at_start: 'neutral',
+    signal_changes: [
+      {
+        date: '2025-09-18',
+        signal: 'buy',
+        previous_signal: 'neutral',
+      },
+    ],
+  },
   createKey: {
-    id: 'c6f29f95-5b82-4059-808c-c9174aea6053',
-    key: 'svc_live_wZe5rU7DjGxwEsGQv60YyMD5rv6wCb6j3jLAow',
-    prefix: 'svc_live_wZe5',
+    id: '832cc27e-fda8-43fc-884b-f847455dc932',
+    key: 'svc_live_ILvO83fthGpSBjSnhOzXw1XbandZAl7C39Yu0N',
+    prefix: 'svc_live_ILvO',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -293,8 +318,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: 'c6f29f95-5b82-4059-808c-c9174aea6053',
-        prefix: 'svc_live_wZe5',
+        id: '832cc27e-fda8-43fc-884b-f847455dc932',
+        prefix: 'svc_live_ILvO',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -309,7 +334,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    id: 'd85665ec-e06d-4f4b-ab9f-59c1dafa5864',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -334,7 +359,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+        id: 'd85665ec-e06d-4f4b-ab9f-59c1dafa5864',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -359,7 +384,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    id: 'd85665ec-e06d-4f4b-ab9f-59c1dafa5864',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -382,7 +407,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    thesis_id: 'd85665ec-e06d-4f4b-ab9f-59c1dafa5864',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 77.6,
@@ -415,11 +440,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: 'aaa1af2c-bab0-4cb3-bef7-ceca910e19c8',
+    id: 'd85665ec-e06d-4f4b-ab9f-59c1dafa5864',
     deleted: true,
   },
   revokeKey: {
-    id: 'c6f29f95-5b82-4059-808c-c9174aea6053',
+    id: '832cc27e-fda8-43fc-884b-f847455dc932',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -491,7 +516,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=69515',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=66546',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

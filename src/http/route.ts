@@ -25,6 +25,8 @@ export interface RouteSpec {
   body?: z.ZodType;
   /** Maps the parsed request to the operation's input (default: params, query and body merged). */
   input?(r: RouteParts): unknown;
+  /** Leave the route out of the OpenAPI document (the dashboard's copies of the routes). */
+  hide?: boolean;
 }
 
 /** The OpenAPI security requirement of a policy (the schemes are declared in app.ts). */
@@ -67,6 +69,7 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
     url: spec.url,
     config: { policy: op.policy },
     schema: {
+      ...(spec.hide ? { hide: true } : {}),
       operationId: op.name,
       tags: [op.tag],
       summary: op.summary,

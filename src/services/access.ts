@@ -21,14 +21,16 @@ import type { UsageTracker } from './usage.ts';
  *
  * `quota: 'none'` is for requests that are not operations (the OpenAPI document, the MCP
  * transport, whose tool calls are metered one by one): the caller is identified, nothing is
- * counted.
+ * counted. `quota: 'dashboard'` is the web dashboard's reading of an operation
+ * (`dashboardPolicy`): not API usage, counted per client address against
+ * DASHBOARD_REQUESTS_PER_MINUTE.
  */
 export interface Policy {
   readonly name: 'public' | 'api-key' | 'api-key-or-user' | 'user';
   /** Tiers allowed (default: all). */
   readonly tiers?: readonly Tier[];
   /** What a served request counts against. */
-  readonly quota: 'tier' | 'user' | 'none';
+  readonly quota: 'tier' | 'user' | 'none' | 'dashboard';
 }
 
 /** Anyone; an API key raises the tier. */
@@ -43,6 +45,20 @@ export function apiKey(tiers?: readonly Tier[]): Policy {
 export const API_KEY_OR_USER: Policy = { name: 'api-key-or-user', quota: 'tier' };
 /** The JWT of a signed-in user (key management). */
 export const USER: Policy = { name: 'user', quota: 'user' };
+
+/**
+ * The policy under which the web dashboard reads an operation (its `/app/data/...` routes,
+ * src/web/): the operation's own credential and tier rules, except that where the API wants
+ * an API key the dashboard sends the signed-in user's JWT instead (the browser holds no key),
+ * and that the request counts against the dashboard's per-address budget
+ * (DASHBOARD_REQUESTS_PER_MINUTE) instead of the API quota: browsing is not API usage, and
+ * the budget stops scraping. A tier-gated operation (the signal history: pro, api) stays
+ * tier-gated: a free user gets the same 403 TIER_REQUIRED as through the API.
+ */
+export function dashboardPolicy(p: Policy): Policy {
+  const name = p.name === 'api-key' ? 'api-key-or-user' : p.name;
+  return p.tiers ? { name, tiers: p.tiers, quota: 'dashboard' } : { name, quota: 'dashboard' };
+}
 
 /** Who is calling. `subject` is what quotas are counted per. */
 export type Caller =
@@ -73,6 +89,11 @@ export function signedInUser(c: Caller): UserIdentity {
 
 /** Failed authentications allowed per client address per minute before 429. */
 export const AUTH_FAILURES_PER_MINUTE = 20;
+/**
+ * Dashboard data requests (`dashboardPolicy`) allowed per client address per minute: generous
+ * for a person browsing (a page makes two to four), low enough to stop a scraper.
+ */
+export const DASHBOARD_REQUESTS_PER_MINUTE = 300;
 /** Key-management requests allowed per user per minute (policy `user`). */
 export const USER_REQUESTS_PER_MINUTE = 30;
 /**
@@ -127,6 +148,7 @@ export const MESSAGES = {
   accountRateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
     `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. retry in ${waitFor(retryAfterSec)}, or ask for a higher plan`,
   userRateLimited: `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`,
+  dashboardRateLimited: `Too many dashboard requests from this address: at most ${DASHBOARD_REQUESTS_PER_MINUTE} per minute; for automated access use the API with a key`,
 } as const;
 
 /**
@@ -211,6 +233,7 @@ export class Access {
   #jwt: JwtCheck | null;
   readonly #authFailures;
   readonly #perUser;
+  readonly #dashboard;
   readonly #account: TierRateLimiter;
 
   constructor(deps: AccessDeps) {
@@ -218,6 +241,7 @@ export class Access {
     this.#jwt = deps.jwt ?? null;
     this.#authFailures = deps.limiter.budget('auth-fail', AUTH_FAILURES_PER_MINUTE, 60);
     this.#perUser = deps.limiter.budget('user', USER_REQUESTS_PER_MINUTE, 60);
+    this.#dashboard = deps.limiter.budget('dashboard', DASHBOARD_REQUESTS_PER_MINUTE, 60);
     this.#account = deps.limiter.scaled(ACCOUNT_LIMITER, MAX_ACTIVE_KEYS);
   }
 
@@ -350,6 +374,29 @@ export class Access {
     };
   }
 
+  /** The limits and, when refused, the 429 of a per-minute budget decision (policy `user` or `dashboard`). */
+  #budgetMetering(
+    b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number },
+    tier: Tier,
+    perMinute: number,
+    message: string,
+    scope?: QuotaScope,
+  ): Metering {
+    const now = Date.now();
+    const limits: LimitDecision = {
+      allowed: b.allowed,
+      tier,
+      limit: perMinute,
+      remaining: b.remaining,
+      reset: new Date(now + b.resetSec * 1000),
+      windows: [{ window: 'minute', limit: perMinute, remaining: b.remaining, resetSec: b.resetSec }],
+    };
+    if (b.allowed) return { limits, error: null };
+    const retryAt = new Date(now + b.retryAfterSec * 1000);
+    limits.exceeded = { window: 'minute', limit: perMinute, reset: retryAt, retryAfterSec: b.retryAfterSec };
+    return { limits, error: rateLimited(message, 'minute', perMinute, retryAt, b.retryAfterSec, scope) };
+  }
+
   /**
    * Counts one request of an authorized caller under `policy`: the tier quota (per key, per
    * user for JWT callers, per address for anonymous ones; a served API-key request is added
@@ -358,25 +405,18 @@ export class Access {
    * (ACCOUNT_LIMITER), which revoking and re-creating keys cannot reset; its 429 carries
    * `details.scope: 'account'` and the key's own limits (the rate-limit headers stay the
    * key's). A refused request consumes nothing, neither on the key nor on the account.
+   * `dashboard` counts against the per-address dashboard budget of `address` (the client's
+   * IP; default the caller's subject), never the API quota or a key's usage.
    */
-  async meter(caller: Caller, policy: Policy): Promise<Metering> {
+  async meter(caller: Caller, policy: Policy, address?: string): Promise<Metering> {
     if (policy.quota === 'none') return { limits: await this.peek(caller), error: null };
+    if (policy.quota === 'dashboard') {
+      const b = await this.#dashboard.consume(address ?? caller.subject);
+      return this.#budgetMetering(b, caller.tier, DASHBOARD_REQUESTS_PER_MINUTE, MESSAGES.dashboardRateLimited, 'address');
+    }
     if (policy.quota === 'user' && caller.kind === 'jwt') {
       const b = await this.#perUser.consume(caller.userId);
-      const now = Date.now();
-      const reset = new Date(now + b.resetSec * 1000);
-      const limits: LimitDecision = {
-        allowed: b.allowed,
-        tier: caller.tier,
-        limit: USER_REQUESTS_PER_MINUTE,
-        remaining: b.remaining,
-        reset,
-        windows: [{ window: 'minute', limit: USER_REQUESTS_PER_MINUTE, remaining: b.remaining, resetSec: b.resetSec }],
-      };
-      if (b.allowed) return { limits, error: null };
-      const retryAt = new Date(now + b.retryAfterSec * 1000);
-      limits.exceeded = { window: 'minute', limit: USER_REQUESTS_PER_MINUTE, reset: retryAt, retryAfterSec: b.retryAfterSec };
-      return { limits, error: rateLimited(MESSAGES.userRateLimited, 'minute', USER_REQUESTS_PER_MINUTE, retryAt, b.retryAfterSec) };
+      return this.#budgetMetering(b, caller.tier, USER_REQUESTS_PER_MINUTE, MESSAGES.userRateLimited);
     }
     const now = new Date();
     const d = await this.#deps.limiter.consume(caller.subject, caller.tier, now);

@@ -19,6 +19,7 @@ import type {
   SignalEntry,
   SignalsData,
   StatusData,
+  PricesData,
 } from './schemas/market.ts';
 
 /** A payload with its JSON text, and whether it came from the cache (filled before this call). */
@@ -451,6 +452,44 @@ export class MarketService {
         };
       }),
     }));
+  }
+
+  /**
+   * Daily OHLCV candles of one asset for the `days` days ending at the as-of day, oldest
+   * first, as the provider has them (GET /prices/{asset}), with the signal level in effect at
+   * the first candle and the level changes inside the window (from `changes`, the same
+   * point-in-time changes the backfill stores). `asked` is an id or ticker, any case.
+   * @throws ServiceError NOT_FOUND for an unknown asset or one with no candles on or before the as-of day.
+   */
+  prices(asked: string, days: number): Cached<PricesData> {
+    const a = this.#resolve(asked);
+    return this.#cached(`prices:${a.asset}:${days}`, () => {
+      const all = this.data.candles.get(a.asset) ?? [];
+      if (all.length === 0) throw new ServiceError('NOT_FOUND', `Asset '${asked}' has no price data on or before ${this.asOf}`);
+      const from = addDays(this.asOf, -(days - 1));
+      const candles = all
+        .filter((c) => c.date >= from)
+        .map((c) => ({ date: c.date, open: c.open, high: c.high, low: c.low, close: c.close, volume: c.volume }));
+      const first = candles[0]?.date ?? this.asOf;
+      let atStart: PricesData['signal_at_start'] = null;
+      for (const s of this.signalSeries.get(a.asset) ?? []) {
+        if (s.as_of > first) break;
+        atStart = s.signal;
+      }
+      const signal_changes = this.changes(a.asset)
+        .filter((c) => c.changed_at > first)
+        .map((c) => ({ date: c.changed_at, signal: c.signal, previous_signal: c.previous_signal }));
+      return {
+        asset: a.asset,
+        symbol: a.symbol,
+        days,
+        as_of: all.at(-1)!.date,
+        source: this.data.priceSources.get(a.asset) ?? 'dataset',
+        candles,
+        signal_at_start: atStart,
+        signal_changes,
+      };
+    });
   }
 
   /**

@@ -39,6 +39,7 @@ function restCall(op: Operation): { method: 'GET' | 'POST' | 'DELETE'; url: stri
     listAssets: { method: 'GET', url: '/api/v1/assets', input: {} },
     getSignalHistory: { method: 'GET', url: '/api/v1/signal-history/bitcoin', input: { asset: 'bitcoin', days: 30, limit: 5 } },
     getStatus: { method: 'GET', url: '/api/v1/status', input: {} },
+    getPrices: { method: 'GET', url: '/api/v1/prices/btc?days=30', input: { asset: 'btc', days: 30 } },
     createKey: { method: 'POST', url: '/api/v1/keys/create', body: { name: 'p' }, input: { name: 'p' } },
     listKeys: { method: 'GET', url: '/api/v1/keys', input: {} },
     revokeKey: { method: 'POST', url: '/api/v1/keys/revoke', body: { key_id: missing }, input: { key_id: missing } },
@@ -127,14 +128,41 @@ after(async () => {
   await idp?.close();
 });
 
-test('every operation has a REST call and a policy; the six MCP tools wrap operations', () => {
-  assert.equal(OPERATIONS.length, 17);
+/** Operations no MCP tool wraps (REST only): key management, the thesis objects, chain metrics, prices, status. */
+const REST_ONLY = [
+  'getChainMetrics',
+  'getPrices',
+  'getStatus',
+  'createKey',
+  'listKeys',
+  'revokeKey',
+  'createThesis',
+  'listTheses',
+  'getThesis',
+  'deleteThesis',
+];
+
+test('every operation has a REST call and a policy; the six MCP tools wrap operations; the others are REST only', () => {
+  assert.equal(OPERATIONS.length, 18);
+  assert.equal(TOOLS.length, 6);
   for (const op of OPERATIONS) {
     restCall(op);
     assert.ok(['public', 'api-key', 'api-key-or-user', 'user'].includes(op.policy.name), op.name);
   }
   const ops = new Set(OPERATIONS);
-  for (const tool of TOOLS) assert.ok(ops.has(tool.route(tool.input.parse({ asset: 'btc', chain: 'eth', thesis_id: 'x' })).op), tool.name);
+  const wrapped = new Set<Operation>();
+  for (const tool of TOOLS) {
+    // A tool may pick one of two operations by its arguments (e.g. get_signals with or without `asset`).
+    for (const args of [{}, { asset: 'btc', chain: 'eth', thesis_id: 'x' }]) {
+      const parsed = tool.input.safeParse(args);
+      if (!parsed.success) continue;
+      const op = tool.route(parsed.data).op;
+      assert.ok(ops.has(op), tool.name);
+      wrapped.add(op);
+    }
+  }
+  const restOnly = OPERATIONS.filter((op) => !wrapped.has(op)).map((op) => op.name);
+  assert.deepEqual(restOnly.sort(), [...REST_ONLY].sort());
 });
 
 test('same caller, same outcome through REST and MCP, for every operation', async () => {

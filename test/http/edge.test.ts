@@ -139,15 +139,16 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     assert.doesNotMatch(r.raw, /svc_live_|10\.\d+\.\d+\.\d+/, 'no key or address in the labels');
   });
 
-  test('/ is an HTML page with a CSP and links to sign-in, the reference, OpenAPI and the status', async () => {
+  test('/ is the dashboard: an HTML page with a strict CSP, its own scripts only, and links to the reference, OpenAPI and the status', async () => {
     const r = await h.request('GET', '/');
     assert.equal(r.status, 200);
     assert.match(String(r.headers['content-type']), /^text\/html/);
-    assert.match(String(r.headers['content-security-policy']), /default-src 'none'/);
-    assert.doesNotMatch(r.raw, /<script|https?:\/\//, 'no script, no CDN');
-    for (const href of ['/docs', '/api/v1/openapi.json', '/readyz', '/metrics']) assert.ok(r.raw.includes(`href="${href}"`), href);
-    // This harness uses an external identity provider: no /signin link, a pointer to key creation instead.
-    assert.ok(r.raw.includes('/api/v1/keys/create'));
+    assert.match(String(r.headers['content-security-policy']), /default-src 'none'; script-src 'self'; style-src 'self'/);
+    assert.doesNotMatch(r.raw, /(src|href)=["']?(https?:)?\/\//i, 'no CDN, no external fonts');
+    assert.ok(r.raw.includes('<script type="module" src="/app/static/app.js"></script>'));
+    for (const href of ['/docs', '/api/v1/openapi.json', '/readyz', '/account']) assert.ok(r.raw.includes(`href="${href}"`), href);
+    // This harness uses an external identity provider: the page is told so (sign-in links to it).
+    assert.match(r.raw, new RegExp(`"signIn":"${h.idp.issuer.replace(/[.]/g, '\\.')}"`));
   });
 });
 

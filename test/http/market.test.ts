@@ -8,6 +8,7 @@ import {
   ChainHealthSchema,
   ChainMetricsSchema,
   HistoryDataSchema,
+  PricesDataSchema,
   RegimeDataSchema,
   SignalEntrySchema,
   SignalsDataSchema,
@@ -382,5 +383,67 @@ describe('signal history', { skip: SKIP }, () => {
       policy: 'api-key',
       tiers: ['pro', 'api'],
     });
+  });
+});
+
+describe('prices', { skip: SKIP }, () => {
+  describe('happy', () => {
+    test('GET /api/v1/prices/{asset}: the dataset candles of the window, oldest first, with as_of and source', async () => {
+      const r = await get('/api/v1/prices/BTC?days=30');
+      assert.equal(r.status, 200, r.raw);
+      const p = okEnvelope(PricesDataSchema).parse(r.body).data;
+      assert.equal(p.asset, 'bitcoin');
+      assert.equal(p.days, 30);
+      assert.equal(p.as_of, '2025-09-30');
+      assert.match(p.source, /btc\.csv/);
+      const rows = readCsv('prices/btc.csv').filter((x) => x.date! >= '2025-09-01' && x.date! <= '2025-09-30');
+      assert.equal(p.candles.length, rows.length);
+      assert.deepEqual(
+        p.candles,
+        rows.map((x) => ({
+          date: x.date,
+          open: Number(x.open),
+          high: Number(x.high),
+          low: Number(x.low),
+          close: Number(x.close),
+          volume: Number(x.volume),
+        })),
+      );
+      // The markers: the level changes in the window are the stored signal history's (dates and levels).
+      const hist = await get('/api/v1/signal-history/bitcoin?days=30&limit=200');
+      const stored = HistoryDataSchema.parse(hist.body.data).entries.filter((e) => e.changed_at > p.candles[0]!.date);
+      assert.deepEqual(
+        p.signal_changes,
+        stored.reverse().map((e) => ({ date: e.changed_at, signal: e.signal, previous_signal: e.previous_signal })),
+      );
+      assert.ok(p.signal_changes.length >= 1);
+      assert.ok(p.signal_at_start);
+    });
+
+    test('days defaults to 90 and goes up to 365', async () => {
+      const d = (await get('/api/v1/prices/ethereum')).body.data;
+      assert.equal(d.days, 90);
+      assert.equal(d.candles[0].date, '2025-07-03');
+      const y = (await get('/api/v1/prices/eth?days=365')).body.data;
+      assert.equal(y.candles.length, 365);
+      assert.equal(y.candles.at(-1).date, '2025-09-30');
+    });
+  });
+
+  describe('errors', () => {
+    test('days outside 1..365 or not an integer is 400 naming the parameter; an unknown asset is 404', async () => {
+      for (const q of ['0', '366', 'abc', '1.5', '-3', '1e2']) {
+        const r = await get(`/api/v1/prices/btc?days=${q}`);
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.match(r.body.error.message, /days/);
+      }
+      const nf = await get('/api/v1/prices/NOPE');
+      expectError(nf, 404, 'NOT_FOUND');
+      assert.match(nf.body.error.message, /NOPE/);
+    });
+  });
+
+  describe('security', () => {
+    runSharedSecurityTests(harness, { name: 'GET /prices/{asset}', method: 'GET', path: () => '/api/v1/prices/btc', policy: 'public' });
   });
 });

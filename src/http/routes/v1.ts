@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import * as ops from '../../services/operations/index.ts';
-import type { Services } from '../../services/operation.ts';
+import type { Operation, Services } from '../../services/operation.ts';
 import { CreateKeyInput, RevokeKeyInput } from '../../services/schemas/keys.ts';
 import { ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
-import { operationRoute, type RouteParts } from '../route.ts';
 import type { AsOf } from '../envelope.ts';
+import { operationRoute, type RouteParts, type RouteSpec } from '../route.ts';
 
 /** `include_factors`: only the literal strings `true` and `false` are accepted. */
 export const IncludeFactors = z
@@ -36,6 +36,9 @@ export const HistoryQuery = z.object({
   limit: boundedInt(1, 200, 50, 'Maximum number of entries'),
 });
 
+/** Query of GET /prices/{asset}. */
+export const PricesQuery = z.object({ days: boundedInt(1, ops.MAX_PRICE_DAYS, 90, 'Window in days, ending at the as-of day') });
+
 const AssetParam = z.object({ asset: z.string().min(1).max(64).describe('Asset id (e.g. `bitcoin`) or ticker (`btc`), any case') });
 const ChainParam = z.object({ asset: z.string().min(1).max(64).describe('Chain: `eth`, `sol` or `hype`') });
 const Factors = z.object({ include_factors: IncludeFactors });
@@ -44,11 +47,18 @@ const chain = (r: RouteParts) => ({ chain: r.params.asset });
 
 /**
  * Every /api/v1 route: one line per operation (path + parsing around it; the operation in
- * services/operations/ holds the policy, the schemas and the handler).
+ * services/operations/ holds the policy, the schemas and the handler). The web dashboard
+ * registers the same lines again under `/app/data` (src/web/routes.ts) with `only` (the
+ * read-only market operations) and `hide` (not in the OpenAPI document).
  */
-export async function v1Routes(app: FastifyInstance, opts: { services: Services; asOf: AsOf }): Promise<void> {
-  const route = (op: Parameters<typeof operationRoute>[3], spec: Parameters<typeof operationRoute>[4]) =>
-    operationRoute(app, opts.services, opts.asOf, op, spec);
+export async function v1Routes(
+  app: FastifyInstance,
+  opts: { services: Services; asOf: AsOf; only?: (op: Operation) => boolean; hide?: boolean },
+): Promise<void> {
+  const route = (op: Operation, spec: RouteSpec) => {
+    if (opts.only && !opts.only(op)) return;
+    operationRoute(app, opts.services, opts.asOf, op, opts.hide ? { ...spec, hide: true } : spec);
+  };
 
   route(ops.listSignals, { method: 'GET', url: '/signals', querystring: Factors, input: withFactors });
   route(ops.getSignal, { method: 'GET', url: '/signals/:asset', params: AssetParam, querystring: Factors, input: withFactors });
@@ -59,6 +69,7 @@ export async function v1Routes(app: FastifyInstance, opts: { services: Services;
   route(ops.listAssets, { method: 'GET', url: '/assets' });
   route(ops.getSignalHistory, { method: 'GET', url: '/signal-history/:asset', params: AssetParam, querystring: HistoryQuery });
   route(ops.getStatus, { method: 'GET', url: '/status' });
+  route(ops.getPrices, { method: 'GET', url: '/prices/:asset', params: AssetParam, querystring: PricesQuery });
 
   route(ops.createKey, { method: 'POST', url: '/keys/create', body: CreateKeyInput.optional() });
   route(ops.listKeys, { method: 'GET', url: '/keys' });

@@ -3,6 +3,7 @@ import { createKey, listKeys, revokeKey } from './keys.ts';
 import {
   getChainHealth,
   getChainMetrics,
+  getPrices,
   getRegime,
   getSignal,
   getSignalHistory,
@@ -17,7 +18,7 @@ export * from './keys.ts';
 export * from './market.ts';
 export * from './theses.ts';
 
-/** Every public operation of the service (REST serves all of them; MCP tools wrap eight of them: the read-only market ones except getChainMetrics, and getThesisHealth). */
+/** Every public operation of the service (REST serves all of them; MCP tools wrap eight of them: the read-only market ones except getChainMetrics and getPrices, and getThesisHealth). */
 export const OPERATIONS: readonly Operation[] = [
   listSignals,
   getSignal,
@@ -28,6 +29,7 @@ export const OPERATIONS: readonly Operation[] = [
   listAssets,
   getSignalHistory,
   getStatus,
+  getPrices,
   createKey,
   listKeys,
   revokeKey,

@@ -8,6 +8,7 @@ import {
   ChainHealthSchema,
   ChainMetricsSchema,
   HistoryDataSchema,
+  PricesDataSchema,
   RegimeDataSchema,
   SignalEntrySchema,
   SignalsDataSchema,
@@ -143,4 +144,29 @@ export const getStatus = defineOperation({
   input: None,
   output: StatusDataSchema,
   run: (s) => s.market.status(),
+});
+
+/** Longest price window, in days (the same bound as the signal history's `days`). */
+export const MAX_PRICE_DAYS = 365;
+
+export const getPrices = defineOperation({
+  name: 'getPrices',
+  tag: 'assets',
+  summary: 'Daily price candles of one asset',
+  description:
+    'Daily OHLCV candles (USD) of the `days` days ending at the as-of day, oldest first, from the market data provider (days the source lacks are absent, never filled), with `as_of` and `source`; plus the signal level at the first candle and the level changes inside the window (dates and levels only: the chart markers; scores and factor snapshots are in the tier-gated signal history). REST only.',
+  policy: PUBLIC,
+  errors: ['NOT_FOUND'],
+  input: z.object({
+    asset: AssetArg,
+    days: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_PRICE_DAYS)
+      .default(90)
+      .describe(`Window in days, ending at the as-of day (1..${MAX_PRICE_DAYS})`),
+  }),
+  output: PricesDataSchema,
+  run: (s, _caller, input) => s.market.prices(input.asset, input.days),
 });

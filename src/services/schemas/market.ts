@@ -195,6 +195,37 @@ export const StatusDataSchema = z.object({
   series: z.array(SeriesStatusSchema),
 });
 
+/** One daily OHLCV candle (UTC day): prices in USD; volume in the unit the source reports (the base asset for exchange data, e.g. BTC), null when it has none. */
+export const PriceCandleSchema = z.object({
+  date: Day,
+  open: z.number(),
+  high: z.number(),
+  low: z.number(),
+  close: z.number(),
+  volume: z.number().nullable(),
+});
+
+/** A change of the signal level inside the charted window (the chart's markers): the day and the new and previous level. */
+export const PriceSignalChangeSchema = z.object({ date: Day, signal: SignalLevel, previous_signal: SignalLevel.nullable() });
+
+/**
+ * `data` of GET /prices/{asset}: the daily candles of the `days` days ending at the as-of
+ * day, oldest first, as the market data provider has them (a day the source lacks is absent,
+ * never filled), with the signal level in effect at the window's first candle and the level
+ * changes inside the window (dates and levels only; scores and factor snapshots are the
+ * tier-gated signal history's).
+ */
+export const PricesDataSchema = z.object({
+  asset: z.string().describe('Asset id (CoinGecko)'),
+  symbol: z.string(),
+  days: z.number().int().describe('Window length asked for, in days, ending at the as-of day'),
+  as_of: Day.describe('Day of the newest candle'),
+  source: z.string().describe('Where the candles come from'),
+  candles: z.array(PriceCandleSchema).describe('Oldest first; days the source lacks are absent'),
+  signal_at_start: SignalLevel.nullable().describe("Signal level in effect on the first candle's day; null before the signal has data"),
+  signal_changes: z.array(PriceSignalChangeSchema).describe('Signal level changes inside the window, oldest first'),
+});
+
 /** Types of the schemas above. */
 export type SignalEntry = z.infer<typeof SignalEntrySchema>;
 export type SignalsData = z.infer<typeof SignalsDataSchema>;
@@ -205,3 +236,4 @@ export type AssetsData = z.infer<typeof AssetsDataSchema>;
 export type HistoryData = z.infer<typeof HistoryDataSchema>;
 export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
 export type StatusData = z.infer<typeof StatusDataSchema>;
+export type PricesData = z.infer<typeof PricesDataSchema>;

@@ -1,0 +1,78 @@
+import type { Tier } from '../auth/tiers.ts';
+
+/** What the page script needs from the server, embedded in the document as JSON (`#config`). */
+export interface PageConfig {
+  /** `embedded`: sign in / sign up on this page; otherwise the external identity provider's issuer URL. */
+  signIn: 'embedded' | string;
+  /** The MCP endpoint for the client configuration snippet. */
+  mcpUrl: string;
+  /** Active keys a user may hold (MAX_ACTIVE_KEYS). */
+  maxKeys: number;
+  /** Requests per minute and per UTC day of each tier (src/auth/tiers.ts; `day: null` = no daily limit). */
+  tiers: Record<Tier, { day: number | null; minute: number }>;
+  /** The dashboard's own per-address budget (per minute). */
+  dashboardPerMinute: number;
+  /** The password policy in words (src/auth/password-policy.ts). */
+  passwordRules: string;
+}
+
+/** JSON safe inside a `<script type="application/json">` element. */
+function scriptJson(v: unknown): string {
+  return JSON.stringify(v).replace(/</g, '\\u003c');
+}
+
+/**
+ * The dashboard document, the same for every page path: a header with the navigation, an
+ * empty `<main>` that `/app/static/app.js` (an ES module, no build step) fills according to
+ * the path, and the configuration as a JSON data block. No inline script or style, so the CSP
+ * can be `'self'` only.
+ */
+export function dashboardHtml(config: PageConfig): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Market Intelligence</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/app/static/app.css">
+<script type="module" src="/app/static/app.js"></script>
+<script type="application/json" id="config">${scriptJson(config)}</script>
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top">
+<a class="brand" href="/">Market Intelligence</a>
+<nav aria-label="Main">
+<ul>
+<li><a href="/" data-nav="overview">Overview</a></li>
+<li><a href="/chains" data-nav="chains">Chains</a></li>
+<li><a href="/account" data-nav="account">Account</a></li>
+<li><a href="/docs">API reference</a></li>
+</ul>
+</nav>
+</header>
+<main id="main" tabindex="-1"><p class="muted">Loading...</p></main>
+<footer class="foot">
+<p>Signals are computed point-in-time from the bundled market data; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/readyz">Status</a></p>
+</footer>
+</body>
+</html>
+`;
+}
+
+/**
+ * The dashboard's Content-Security-Policy: scripts, styles, images and fetches from this
+ * origin only (lightweight-charts sets element styles through the CSSOM, which a style-src
+ * without 'unsafe-inline' allows); no frames, no plugins, no external fonts.
+ */
+export const DASHBOARD_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');

@@ -1,0 +1,105 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import fastifyCompress from '@fastify/compress';
+import fastifyStatic from '@fastify/static';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { PASSWORD_RULES } from '../auth/password-policy.ts';
+import { TIER_LIMITS } from '../auth/tiers.ts';
+import type { AsOf } from '../http/envelope.ts';
+import { createGuard } from '../http/guard.ts';
+import { v1Routes } from '../http/routes/v1.ts';
+import { type Access, DASHBOARD_REQUESTS_PER_MINUTE, dashboardPolicy } from '../services/access.ts';
+import { MAX_ACTIVE_KEYS } from '../services/keys.ts';
+import type { Operation, Services } from '../services/operation.ts';
+import { DASHBOARD_CSP, dashboardHtml, type PageConfig } from './page.ts';
+
+/** The dashboard's own files (ES modules and CSS, no build step). */
+export const STATIC_DIR = join(dirname(fileURLToPath(import.meta.url)), 'static');
+
+/**
+ * The folder of TradingView's lightweight-charts builds in node_modules (the package is a
+ * pinned dependency); only its standalone production build is served, at
+ * `/app/vendor/lightweight-charts.standalone.production.js`.
+ */
+const CHARTS_DIR = dirname(fileURLToPath(import.meta.resolve('lightweight-charts')));
+export const CHARTS_FILE = 'lightweight-charts.standalone.production.js';
+
+/** The page paths the dashboard answers (all serve the same document; app.js renders by path). */
+const PAGES = ['/', '/asset/:asset', '/chains', '/account', '/signin'];
+
+/** The operations the dashboard reads through `/app/data` (the read-only market questions, not keys or theses). */
+export const DASHBOARD_OPERATIONS = (op: Operation) => op.tag !== 'keys' && op.tag !== 'theses';
+
+/** What the dashboard routes need. */
+export interface WebDeps {
+  services: Services;
+  access: Access;
+  /** The service's as-of day (meta of the data answers). */
+  asOf: AsOf;
+  /** `embedded` when the embedded identity provider serves /auth (sign-in here); else the external issuer's URL. */
+  signIn: { kind: 'embedded' } | { kind: 'external'; issuer: string };
+  /** The MCP endpoint's URL as clients should use it (the configuration snippet). */
+  mcpUrl: string;
+}
+
+/**
+ * Mounts the web dashboard (docs/architecture.md, "Web dashboard"):
+ * - the pages `/`, `/asset/:asset`, `/chains`, `/account` and `/signin`: one HTML document
+ *   with a strict CSP (scripts, styles and fetches from this origin only; no CDN, no external
+ *   fonts), rendered by `/app/static/app.js`;
+ * - `/app/static/*` (the dashboard's ES modules and CSS) and the lightweight-charts build at
+ *   `/app/vendor/`, with @fastify/static, compressed;
+ * - `/app/data/*`: the read-only market routes of /api/v1 registered again (the same route
+ *   lines and operations, src/http/routes/v1.ts), left out of the OpenAPI document and
+ *   guarded with `dashboardPolicy`: not counted against the API quota, but against a
+ *   per-address dashboard budget (DASHBOARD_REQUESTS_PER_MINUTE).
+ * Key management and theses are not here: the page calls /api/v1 with the user's JWT, under
+ * the API's own rules.
+ */
+export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
+  const config: PageConfig = {
+    signIn: deps.signIn.kind === 'embedded' ? 'embedded' : deps.signIn.issuer,
+    mcpUrl: deps.mcpUrl,
+    maxKeys: MAX_ACTIVE_KEYS,
+    tiers: TIER_LIMITS,
+    dashboardPerMinute: DASHBOARD_REQUESTS_PER_MINUTE,
+    passwordRules: PASSWORD_RULES,
+  };
+  const html = dashboardHtml(config);
+  const page = (_req: unknown, reply: FastifyReply) =>
+    reply
+      .type('text/html; charset=utf-8')
+      .header('content-security-policy', DASHBOARD_CSP)
+      .header('cache-control', 'no-cache')
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'no-referrer')
+      .header('x-content-type-options', 'nosniff')
+      .send(html);
+
+  await app.register(async (web) => {
+    await web.register(fastifyCompress, { encodings: ['br', 'gzip', 'deflate'], threshold: 1024 });
+    for (const url of PAGES) web.get(url, { schema: { hide: true } }, page);
+    await web.register(fastifyStatic, {
+      root: STATIC_DIR,
+      prefix: '/app/static/',
+      maxAge: 300_000,
+      index: false,
+      setHeaders: (res) => res.header('x-content-type-options', 'nosniff'),
+    });
+    await web.register(fastifyStatic, {
+      root: CHARTS_DIR,
+      prefix: '/app/vendor/',
+      decorateReply: false,
+      index: false,
+      maxAge: 86_400_000,
+      allowedPath: (pathName) => pathName === `/${CHARTS_FILE}`,
+    });
+    await web.register(
+      async (data) => {
+        data.addHook('onRequest', createGuard(deps.access, deps.asOf, undefined, dashboardPolicy));
+        await v1Routes(data, { services: deps.services, asOf: deps.asOf, only: DASHBOARD_OPERATIONS, hide: true });
+      },
+      { prefix: '/app/data' },
+    );
+  });
+}

@@ -1,0 +1,1223 @@
+// The Market Intelligence dashboard: one ES module, no build step, no framework.
+// Market data comes from /app/data/... (the same operations as /api/v1, on the dashboard's
+// own per-address budget); key management and theses call /api/v1 with the signed-in user's
+// JWT (from the embedded identity provider's /auth/token), under the API's own rules.
+// Every value from the server is written with textContent, never as HTML.
+
+const CONFIG = JSON.parse(document.getElementById('config').textContent);
+const main = document.getElementById('main');
+
+const LEVELS = ['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell'];
+const LEVEL_LABEL = { strong_buy: 'Strong buy', buy: 'Buy', neutral: 'Neutral', sell: 'Sell', strong_sell: 'Strong sell' };
+/** Chart colours per level (band and markers). */
+const LEVEL_COLOR = { strong_buy: '#0b6b2f', buy: '#5fbf83', neutral: '#b7bec9', sell: '#e5837d', strong_sell: '#8a1610' };
+const LEVEL_RANK = { strong_buy: 2, buy: 1, neutral: 0, sell: -1, strong_sell: -2 };
+const THESIS_METRICS = [
+  'price_usd',
+  'change_7d_pct',
+  'rsi_14',
+  'signal',
+  'signal_score',
+  'regime',
+  'fear_greed',
+  'funding_rate',
+  'chain_health_score',
+];
+const OPERATORS = { lt: '<', lte: '≤', gt: '>', gte: '≥', eq: '=', neq: '≠' };
+
+// ---------------------------------------------------------------- DOM and formatting helpers
+
+/** Creates an element: `attrs` may hold `class`, `text`, `on<event>` handlers, `dataset`, and attributes. */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k === 'text') el.textContent = String(v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const num = (v, digits = 2) =>
+  v === null || v === undefined ? '—' : Number(v).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+function price(v) {
+  if (v === null || v === undefined) return '—';
+  const d = v >= 1000 ? 0 : v >= 1 ? 2 : 4;
+  return '$' + Number(v).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+}
+function pct(v) {
+  if (v === null || v === undefined) return h('span', { class: 'muted', text: 'no data' });
+  const s = (v > 0 ? '+' : '') + Number(v).toFixed(2) + '%';
+  return h('span', { class: v > 0 ? 'up' : v < 0 ? 'down' : '' }, s);
+}
+const level = (l) => (l ? h('span', { class: `level ${l}`, text: LEVEL_LABEL[l] ?? l }) : h('span', { class: 'muted', text: 'none' }));
+const regimeBadge = (r) => h('span', { class: `level ${r}`, text: r });
+/** Whole days between two YYYY-MM-DD days. */
+const daysBetween = (a, b) => Math.round((Date.parse(b) - Date.parse(a)) / 86_400_000);
+/** "as of D", marked stale when older than the service's as-of day. */
+function freshness(asOf, serviceAsOf) {
+  if (!asOf) return h('span', { class: 'stale', text: 'missing' });
+  const lag = serviceAsOf ? daysBetween(asOf, serviceAsOf) : 0;
+  return lag > 0 ? h('span', { class: 'stale', text: `${asOf} (stale: ${lag} d old)` }) : h('span', { text: asOf });
+}
+function card(title, ...children) {
+  return h('section', { class: 'card', 'aria-labelledby': idFor(title) }, h('h2', { id: idFor(title), text: title }), ...children);
+}
+const idFor = (title) => 'h-' + title.toLowerCase().replace(/[^a-z0-9]+/g, '-');
+function say(el, text, kind = '') {
+  el.textContent = text;
+  el.className = `msg ${kind}`;
+}
+function setTitle(t) {
+  document.title = `${t} - Market Intelligence`;
+}
+
+// ---------------------------------------------------------------- data, auth and API calls
+
+/** GET /app/data/<path>: `{data, meta}`; throws an Error with the envelope's message. */
+async function data(path, headers = {}) {
+  const res = await fetch(`/app/data${path}`, { headers });
+  const body = await res.json().catch(() => null);
+  if (!res.ok || !body || body.status !== 'ok') {
+    const e = new Error(body?.error?.message ?? `HTTP ${res.status}`);
+    e.status = res.status;
+    e.code = body?.error?.code;
+    throw e;
+  }
+  return body;
+}
+
+let jwtCache = null;
+/** The signed-in user's JWT (from the session cookie), refreshed a minute before it expires; null when signed out. */
+async function jwt() {
+  if (jwtCache && jwtCache.exp * 1000 - Date.now() > 60_000) return jwtCache.token;
+  if (CONFIG.signIn !== 'embedded') return null;
+  // The session first (200 with null when signed out), so a signed-out page makes no failing request.
+  const session = await fetch('/auth/get-session', { credentials: 'same-origin' })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null);
+  if (!session) return (jwtCache = null);
+  const res = await fetch('/auth/token', { credentials: 'same-origin' }).catch(() => null);
+  if (!res || !res.ok) return (jwtCache = null);
+  const body = await res.json().catch(() => null);
+  if (!body || typeof body.token !== 'string') return (jwtCache = null);
+  const part = body.token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+  const claims = JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
+  jwtCache = { token: body.token, exp: claims.exp, email: claims.email ?? claims.sub };
+  return body.token;
+}
+
+/** A call to /api/v1 with the user's JWT: `{ok, status, body, tier}`. */
+async function api(method, path, body) {
+  const token = await jwt();
+  if (!token) return { ok: false, status: 401, body: { error: { message: 'You are signed out: sign in again.' } } };
+  const res = await fetch(`/api/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await res.json().catch(() => null);
+  return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
+}
+const errorOf = (r) => r.body?.error?.message ?? r.body?.message ?? `Failed (HTTP ${r.status})`;
+
+/** A modal confirmation (a <dialog>): resolves true when confirmed. */
+function confirmDialog(text, okLabel) {
+  return new Promise((resolve) => {
+    const ok = h('button', { type: 'button', class: 'danger', text: okLabel });
+    const cancel = h('button', { type: 'button', class: 'secondary', text: 'Cancel' });
+    const d = h(
+      'dialog',
+      { 'aria-labelledby': 'confirm-title' },
+      h('h2', { id: 'confirm-title', text: 'Please confirm' }),
+      h('p', { text }),
+      h('div', { class: 'row' }, cancel, ok),
+    );
+    const done = (v) => {
+      d.close();
+      d.remove();
+      resolve(v);
+    };
+    ok.addEventListener('click', () => done(true));
+    cancel.addEventListener('click', () => done(false));
+    d.addEventListener('cancel', () => done(false));
+    document.body.append(d);
+    d.showModal();
+    cancel.focus();
+  });
+}
+
+async function copyText(text, status) {
+  try {
+    await navigator.clipboard.writeText(text);
+    say(status, 'Copied to the clipboard.', 'ok');
+  } catch {
+    say(status, 'Copy failed: select the text and copy it.', 'error');
+  }
+}
+
+// ---------------------------------------------------------------- overview
+
+const COLUMNS = [
+  { key: 'name', label: 'Asset', get: (s) => s.name },
+  { key: 'signal', label: 'Signal', get: (s) => LEVEL_RANK[s.signal] },
+  { key: 'score', label: 'Score', num: true, get: (s) => s.score },
+  { key: 'confidence', label: 'Confidence', num: true, narrow: false, get: (s) => s.confidence },
+  { key: 'price_usd', label: 'Price', num: true, get: (s) => s.price_usd },
+  { key: 'change_24h_pct', label: '24 h', num: true, narrow: false, get: (s) => s.change_24h_pct },
+  { key: 'change_7d_pct', label: '7 d', num: true, get: (s) => s.change_7d_pct },
+  { key: 'since', label: 'Since', narrow: false, get: (s) => s.since },
+  { key: 'as_of', label: 'Data as of', narrow: false, get: (s) => s.as_of },
+];
+
+function conditionRows(c, asOf) {
+  const row = (name, value, state, at) =>
+    h(
+      'div',
+      { class: 'card' },
+      h('h3', { text: name }),
+      value,
+      state ? h('p', { class: 'small' }, 'State: ', h('strong', { text: state })) : null,
+      h('p', { class: 'small muted' }, 'As of ', freshness(at, asOf)),
+    );
+  const missing = (name) => h('div', { class: 'card' }, h('h3', { text: name }), h('p', { class: 'stale', text: 'No data: not used' }));
+  return [
+    c.rsi ? row('RSI-14', h('p', { text: num(c.rsi.value, 1) }), c.rsi.state, c.rsi.as_of) : missing('RSI-14'),
+    c.fear_greed
+      ? row('Fear & Greed', h('p', { text: `${c.fear_greed.value} (${c.fear_greed.classification})` }), null, c.fear_greed.as_of)
+      : missing('Fear & Greed'),
+    c.momentum
+      ? row(
+          'Momentum',
+          h('p', {}, '30 d return ', pct(c.momentum.return_30d_pct), h('br'), 'vs 200-day SMA ', pct(c.momentum.price_vs_sma_200_pct)),
+          c.momentum.state,
+          c.momentum.as_of,
+        )
+      : missing('Momentum'),
+    c.funding_rate
+      ? row(
+          'Funding rate',
+          h('p', { text: `${(c.funding_rate.value * 100).toFixed(4)}% per 8 h (${num(c.funding_rate.annualized_pct, 1)}% a year)` }),
+          c.funding_rate.state,
+          c.funding_rate.as_of,
+        )
+      : missing('Funding rate'),
+  ];
+}
+
+async function overview() {
+  setTitle('Overview');
+  const [regime, signals] = await Promise.all([data('/regime'), data('/signals')]);
+  const r = regime.data;
+  const asOf = regime.meta.as_of;
+  main.replaceChildren(
+    h('h1', { text: 'Overview' }),
+    card(
+      'BTC market regime',
+      h(
+        'p',
+        {},
+        regimeBadge(r.regime),
+        ` score ${num(r.score, 3)}, confidence ${num(r.confidence, 2)}, since ${r.since} (as of `,
+        freshness(r.as_of, asOf),
+        ')',
+      ),
+      h('div', { class: 'grid' }, conditionRows(r.conditions, asOf)),
+    ),
+    signalsTable(signals.data, asOf),
+  );
+}
+
+function signalsTable(d, asOf) {
+  let sort = { key: 'score', dir: -1 };
+  const tbody = h('tbody');
+  const heads = COLUMNS.map((c) => {
+    const th = h('th', { scope: 'col', class: [c.num ? 'num' : '', c.narrow === false ? 'hide-narrow' : ''].join(' ') });
+    const b = h('button', { type: 'button', text: c.label, onclick: () => sortBy(c.key) });
+    th.append(b);
+    return th;
+  });
+  function sortBy(key) {
+    sort = sort.key === key ? { key, dir: -sort.dir } : { key, dir: key === 'name' || key === 'since' ? 1 : -1 };
+    render();
+  }
+  function render() {
+    const col = COLUMNS.find((c) => c.key === sort.key);
+    const rows = [...d.signals].sort((a, b) => {
+      const x = col.get(a);
+      const y = col.get(b);
+      if (x === y) return 0;
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      return (x < y ? -1 : 1) * sort.dir;
+    });
+    COLUMNS.forEach((c, i) => {
+      if (c.key === sort.key) heads[i].setAttribute('aria-sort', sort.dir > 0 ? 'ascending' : 'descending');
+      else heads[i].removeAttribute('aria-sort');
+    });
+    tbody.replaceChildren(
+      ...rows.map((s) => {
+        const href = `/asset/${encodeURIComponent(s.asset)}`;
+        const tr = h(
+          'tr',
+          { class: 'link-row', dataset: { asset: s.asset }, onclick: (e) => e.target.tagName !== 'A' && (location.href = href) },
+          h('td', {}, h('a', { href }, s.symbol), h('span', { class: 'muted hide-narrow' }, ' ', s.name)),
+          h('td', {}, level(s.signal)),
+          h('td', { class: 'num', text: num(s.score, 3) }),
+          h('td', { class: 'num hide-narrow', text: num(s.confidence, 2) }),
+          h('td', { class: 'num', text: price(s.price_usd) }),
+          h('td', { class: 'num hide-narrow' }, pct(s.change_24h_pct)),
+          h('td', { class: 'num' }, pct(s.change_7d_pct)),
+          h('td', { class: 'hide-narrow', text: s.since }),
+          h('td', { class: 'hide-narrow' }, freshness(s.as_of, asOf)),
+        );
+        return tr;
+      }),
+    );
+  }
+  render();
+  return card(
+    'Signals',
+    h('p', {
+      class: 'small muted',
+      text: `Computed as of ${asOf}. Sort by a column with its header button; open an asset with its ticker.`,
+    }),
+    h(
+      'div',
+      { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
+      h('table', { id: 'signals' }, h('thead', {}, h('tr', {}, heads)), tbody),
+    ),
+    d.unavailable.length
+      ? h(
+          'div',
+          {},
+          h('h3', { text: 'Unavailable' }),
+          h(
+            'ul',
+            {},
+            d.unavailable.map((u) => h('li', { text: `${u.asset}: ${u.reason}` })),
+          ),
+        )
+      : null,
+  );
+}
+
+// ---------------------------------------------------------------- asset page
+
+let chartsLib = null;
+/** Loads lightweight-charts (served from node_modules by this service) once. */
+function loadCharts() {
+  chartsLib ??= new Promise((resolve, reject) => {
+    const s = h('script', { src: '/app/vendor/lightweight-charts.standalone.production.js' });
+    s.addEventListener('load', () => resolve(window.LightweightCharts));
+    s.addEventListener('error', () => reject(new Error('The chart library could not be loaded')));
+    document.head.append(s);
+  });
+  return chartsLib;
+}
+
+function drawChart(el, lib, p) {
+  const chart = lib.createChart(el, {
+    autoSize: true,
+    // The logo injects an inline <style> (refused by the CSP): the attribution is a text link under the chart instead.
+    layout: { background: { color: '#ffffff' }, textColor: '#1b2230', attributionLogo: false },
+    grid: { vertLines: { color: '#eef0f4' }, horzLines: { color: '#eef0f4' } },
+    rightPriceScale: { scaleMargins: { top: 0.08, bottom: 0.12 } },
+    timeScale: { borderColor: '#d5dae2' },
+  });
+  const candles = chart.addSeries(lib.CandlestickSeries, {
+    upColor: '#1c7c43',
+    downColor: '#b3261e',
+    borderVisible: false,
+    wickUpColor: '#1c7c43',
+    wickDownColor: '#b3261e',
+  });
+  candles.setData(p.candles.map((c) => ({ time: c.date, open: c.open, high: c.high, low: c.low, close: c.close })));
+  // The signal level in effect each day, as a colour band along the bottom.
+  const band = chart.addSeries(lib.HistogramSeries, { priceScaleId: 'band', priceLineVisible: false, lastValueVisible: false });
+  chart.priceScale('band').applyOptions({ scaleMargins: { top: 0.93, bottom: 0 }, visible: false });
+  let current = p.signal_at_start;
+  let next = 0;
+  const bandData = [];
+  for (const c of p.candles) {
+    while (next < p.signal_changes.length && p.signal_changes[next].date <= c.date) current = p.signal_changes[next++].signal;
+    if (current) bandData.push({ time: c.date, value: 1, color: LEVEL_COLOR[current] });
+  }
+  band.setData(bandData);
+  const markers = p.signal_changes.map((c) => {
+    const up = LEVEL_RANK[c.signal] > (c.previous_signal ? LEVEL_RANK[c.previous_signal] : 0);
+    return {
+      time: c.date,
+      position: up ? 'belowBar' : 'aboveBar',
+      color: up ? '#0b6b2f' : '#8a1610',
+      shape: up ? 'arrowUp' : 'arrowDown',
+      text: LEVEL_LABEL[c.signal],
+    };
+  });
+  const plugin = lib.createSeriesMarkers(candles, markers);
+  chart.timeScale().fitContent();
+  el.dataset.markers = String(plugin.markers().length);
+  el.dataset.candles = String(p.candles.length);
+  return chart;
+}
+
+function factorBars(s) {
+  const max = Math.max(0.0001, ...s.factors.map((f) => Math.abs(f.contribution)));
+  const sum = s.factors.reduce((a, f) => a + f.contribution, 0);
+  return [
+    h(
+      'ul',
+      { class: 'factors', id: 'factors' },
+      s.factors.map((f) => {
+        const w = (Math.abs(f.contribution) / max) * 50;
+        const span = h('span', { class: f.contribution >= 0 ? 'pos' : 'neg' });
+        span.style.left = f.contribution >= 0 ? '50%' : `${50 - w}%`;
+        span.style.width = `${w}%`;
+        return h(
+          'li',
+          { dataset: { contribution: f.contribution } },
+          h('strong', { text: f.name.replace(/_/g, ' ') }),
+          h('div', { class: 'bar', role: 'img', 'aria-label': `${f.name} contributes ${num(f.contribution, 4)}` }, span),
+          h('span', { class: 'num', text: (f.contribution > 0 ? '+' : '') + num(f.contribution, 4) }),
+          h(
+            'span',
+            { class: 'expl' },
+            f.explanation,
+            ` (value ${typeof f.value === 'number' ? num(f.value, 4) : f.value}${f.unit ? ' ' + f.unit : ''}, score ${num(f.score, 3)} × weight ${num(f.weight, 3)}; ${f.source}, as of ${f.as_of})`,
+          ),
+        );
+      }),
+    ),
+    h('p', { id: 'factor-sum' }, 'Sum of contributions: ', h('strong', { text: num(sum, 4) }), ` = score ${num(s.score, 4)}`),
+    s.missing_factors?.length
+      ? h(
+          'div',
+          {},
+          h('h3', { text: 'Not used (no data)' }),
+          h(
+            'ul',
+            {},
+            s.missing_factors.map((m) => h('li', { text: `${m.name}: ${m.reason}` })),
+          ),
+        )
+      : null,
+  ];
+}
+
+function healthCard(c, asOf, title) {
+  return card(
+    title,
+    h(
+      'dl',
+      { class: 'kv' },
+      h('dt', { text: 'Score (0..100, 50 = normal)' }),
+      h('dd', {}, c.score === null ? h('span', { class: 'stale', text: 'no fresh metric' }) : h('strong', { text: num(c.score, 1) })),
+      h('dt', { text: 'Status' }),
+      h('dd', { text: c.status }),
+      h('dt', { text: 'Combined z-score' }),
+      h('dd', { text: num(c.z_score, 3) }),
+      h('dt', { text: 'Regime / sensitivity' }),
+      h('dd', { text: `${c.regime} / ${num(c.sensitivity, 2)}` }),
+      h('dt', { text: 'As of' }),
+      h('dd', {}, freshness(c.as_of, asOf)),
+    ),
+    h('h3', { text: 'Components (z-scores over ' + c.window_days + ' days)' }),
+    h(
+      'div',
+      { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
+      h(
+        'table',
+        {},
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            ['Metric', 'Value', 'z-score', 'Weight', 'Contribution', 'As of'].map((t, i) =>
+              h('th', { scope: 'col', class: i && i < 5 ? 'num' : '', text: t }),
+            ),
+          ),
+        ),
+        h(
+          'tbody',
+          {},
+          c.components.map((m) =>
+            h(
+              'tr',
+              {},
+              h('td', { text: m.metric }),
+              h('td', { class: 'num', text: num(m.value, 2) }),
+              h('td', { class: 'num', text: num(m.z_score, 3) }),
+              h('td', { class: 'num', text: num(m.weight, 3) }),
+              h('td', { class: 'num', text: num(m.contribution, 3) }),
+              h('td', {}, freshness(m.as_of, asOf)),
+            ),
+          ),
+        ),
+      ),
+    ),
+    c.missing_metrics.length
+      ? h(
+          'div',
+          {},
+          h('h3', { text: 'Missing or stale (not counted, never zero)' }),
+          h(
+            'ul',
+            {},
+            c.missing_metrics.map((m) =>
+              h('li', {}, h('span', { class: 'stale', text: m.metric }), ` ${m.reason}${m.last_date ? ` (last ${m.last_date})` : ''}`),
+            ),
+          ),
+        )
+      : null,
+  );
+}
+
+async function historySection(asset, el) {
+  const signedIn = await jwt();
+  const tiers = 'pro or api';
+  if (!signedIn) {
+    el.append(
+      h(
+        'p',
+        {},
+        `The signal history (each change with its factor snapshot) needs the ${tiers} tier. `,
+        h('a', { href: '/account', text: 'Sign in' }),
+        ' to see it if your plan has it.',
+      ),
+    );
+    return;
+  }
+  try {
+    const r = await data(`/signal-history/${encodeURIComponent(asset)}?days=365&limit=50`, { authorization: `Bearer ${signedIn}` });
+    const rows = r.data.entries;
+    el.append(
+      h('p', { class: 'small muted', text: `${rows.length} changes in the last 365 days, newest first.` }),
+      h(
+        'div',
+        { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
+        h(
+          'table',
+          { id: 'history' },
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['Day', 'Signal', 'Previous', 'Score', 'Confidence', 'Price'].map((t) => h('th', { scope: 'col', text: t })),
+            ),
+          ),
+          h(
+            'tbody',
+            {},
+            rows.map((e) =>
+              h(
+                'tr',
+                {},
+                h('td', { text: e.changed_at }),
+                h('td', {}, level(e.signal)),
+                h('td', {}, level(e.previous_signal)),
+                h('td', { class: 'num', text: num(e.score, 3) }),
+                h('td', { class: 'num', text: num(e.confidence, 2) }),
+                h('td', { class: 'num', text: price(e.price_usd) }),
+              ),
+            ),
+          ),
+        ),
+      ),
+    );
+  } catch (e) {
+    el.append(
+      h(
+        'p',
+        { class: 'notice', id: 'history-tier' },
+        e.code === 'TIER_REQUIRED' ? `The signal history is for the ${tiers} tier. ` : '',
+        e.message,
+      ),
+    );
+  }
+}
+
+async function assetPage(asked) {
+  const days = Number(new URLSearchParams(location.search).get('days')) || 180;
+  const q = encodeURIComponent(asked);
+  const [sig, prices, assets] = await Promise.all([
+    data(`/signals/${q}?include_factors=true`),
+    data(`/prices/${q}?days=${days}`),
+    data('/assets'),
+  ]);
+  const s = sig.data;
+  const p = prices.data;
+  const asOf = sig.meta.as_of;
+  setTitle(`${s.name} (${s.symbol})`);
+  const info = assets.data.assets.find((a) => a.asset === s.asset);
+  const chartEl = h('div', {
+    class: 'chart',
+    id: 'chart',
+    role: 'img',
+    'aria-label': `Daily candlestick chart of ${s.name} over ${days} days with ${p.signal_changes.length} signal changes`,
+  });
+  const daysNav = h(
+    'p',
+    { class: 'small' },
+    'Window: ',
+    [30, 90, 180, 365].map((d) => [d === days ? h('strong', { text: `${d} d` }) : h('a', { href: `?days=${d}`, text: `${d} d` }), ' ']),
+  );
+  const historyEl = h('div');
+  main.replaceChildren(
+    h('p', { class: 'small' }, h('a', { href: '/', text: '← Overview' })),
+    h('h1', {}, `${s.name} (${s.symbol}) `, level(s.signal)),
+    card(
+      'Signal',
+      h(
+        'dl',
+        { class: 'kv' },
+        h('dt', { text: 'Score (-1..1)' }),
+        h('dd', { text: num(s.score, 4) }),
+        h('dt', { text: 'Confidence (0..1)' }),
+        h('dd', { text: num(s.confidence, 2) }),
+        h('dt', { text: 'Price' }),
+        h('dd', { text: price(s.price_usd) }),
+        h('dt', { text: '24 h / 7 d' }),
+        h('dd', {}, pct(s.change_24h_pct), ' / ', pct(s.change_7d_pct)),
+        h('dt', { text: 'Since' }),
+        h('dd', { text: s.since }),
+        h('dt', { text: 'Data as of' }),
+        h('dd', {}, freshness(s.as_of, asOf)),
+      ),
+    ),
+    card(
+      'Price and signal changes',
+      daysNav,
+      chartEl,
+      h(
+        'ul',
+        { class: 'legend', 'aria-label': 'Band colours' },
+        LEVELS.map((l) => h('li', {}, h('span', { class: `swatch ${l}` }), LEVEL_LABEL[l])),
+      ),
+      h(
+        'p',
+        { class: 'small muted' },
+        `Daily candles from ${p.source}, as of ${p.as_of}. Arrows mark the days the signal changed; the band shows the level in effect.`,
+      ),
+      h(
+        'p',
+        { class: 'small muted' },
+        'Chart: TradingView Lightweight Charts™, Copyright (c) 2025 TradingView, Inc., ',
+        h('a', { href: 'https://www.tradingview.com/', text: 'tradingview.com' }),
+        '.',
+      ),
+      p.signal_changes.length
+        ? h(
+            'details',
+            {},
+            h('summary', { text: `Signal changes in this window (${p.signal_changes.length})` }),
+            h(
+              'ul',
+              { id: 'changes' },
+              p.signal_changes.map((c) => h('li', {}, `${c.date}: `, level(c.previous_signal), ' → ', level(c.signal))),
+            ),
+          )
+        : h('p', { class: 'muted', text: 'No signal change in this window.' }),
+    ),
+    card('Factor breakdown', ...factorBars(s)),
+    ...(info?.chain ? [h('div', { id: 'chain-slot' })] : []),
+    card('Signal history', historyEl),
+  );
+  loadCharts()
+    .then((lib) => drawChart(chartEl, lib, p))
+    .catch((e) => chartEl.replaceWith(h('p', { class: 'error', text: e.message })));
+  if (info?.chain) {
+    const ch = await data(`/chain-health/${info.chain}`);
+    document.getElementById('chain-slot').replaceWith(healthCard(ch.data, asOf, `Chain health: ${ch.data.name}`));
+  }
+  await historySection(s.asset, historyEl);
+}
+
+// ---------------------------------------------------------------- chains
+
+async function chainsPage() {
+  setTitle('Chains');
+  const health = await data('/chain-health');
+  const asOf = health.meta.as_of;
+  const metrics = await Promise.all(health.data.chains.map((c) => data(`/chain-metrics/${c.chain}`)));
+  main.replaceChildren(
+    h('h1', { text: 'Chain health' }),
+    ...health.data.chains.map((c, i) => {
+      const m = metrics[i].data;
+      const section = healthCard(c, asOf, `${c.name} (${c.chain})`);
+      section.append(
+        h('h3', { text: 'Raw metrics with 7-day change' }),
+        h(
+          'div',
+          { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
+          h(
+            'table',
+            { class: 'metrics' },
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                ['Metric', 'Value', '7 d change', '7 d %', 'As of', 'Source'].map((t, k) =>
+                  h('th', { scope: 'col', class: k && k < 4 ? 'num' : '', text: t }),
+                ),
+              ),
+            ),
+            h(
+              'tbody',
+              {},
+              Object.entries(m.metrics).map(([name, v]) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', { text: name }),
+                  h('td', { class: 'num' }, v.value === null ? h('span', { class: 'stale', text: 'missing' }) : num(v.value, 2)),
+                  h('td', { class: 'num' }, v.change_7d === null ? h('span', { class: 'muted', text: 'no data' }) : num(v.change_7d, 2)),
+                  h('td', { class: 'num' }, pct(v.change_7d_pct)),
+                  h('td', {}, freshness(v.as_of, asOf)),
+                  h('td', { class: 'small', text: v.source }),
+                ),
+              ),
+            ),
+          ),
+        ),
+      );
+      return section;
+    }),
+  );
+}
+
+// ---------------------------------------------------------------- account: sign-in, keys, theses
+
+function signInForm() {
+  const msg = h('p', { class: 'msg', role: 'status' });
+  const email = h('input', { id: 'email', type: 'email', autocomplete: 'username', required: true, maxlength: 254 });
+  const password = h('input', {
+    id: 'password',
+    type: 'password',
+    autocomplete: 'current-password',
+    required: true,
+    minlength: 8,
+    maxlength: 128,
+  });
+  const name = h('input', { id: 'name', type: 'text', autocomplete: 'name', maxlength: 64 });
+  const form = h(
+    'form',
+    { class: 'stack', id: 'signin-form' },
+    h('label', { for: 'email' }, 'Email', email),
+    h('label', { for: 'password' }, 'Password', password),
+    h('p', { class: 'small muted', text: CONFIG.passwordRules }),
+    h('label', { for: 'name' }, 'Name (for a new account, optional)', name),
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'submit', text: 'Sign in' }),
+      h('button', { type: 'button', class: 'secondary', id: 'signup', text: 'Create account' }),
+    ),
+    msg,
+  );
+  const post = (what, b) =>
+    fetch(`/auth/${what}/email`, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(b),
+    }).then(async (res) => ({
+      ok: res.ok,
+      status: res.status,
+      body: await res.json().catch(() => null),
+    }));
+  async function submit(kind) {
+    if (!form.reportValidity()) return;
+    const e = email.value.trim();
+    const pw = password.value;
+    say(msg, 'Working...');
+    try {
+      let r;
+      if (kind === 'up') {
+        r = await post('sign-up', { name: name.value.trim() || e.split('@')[0], email: e, password: pw });
+        if (r.ok) {
+          r = await post('sign-in', { email: e, password: pw });
+          if (r.status === 401) return say(msg, 'If this email already has an account, sign in with its password.', 'error');
+        }
+      } else r = await post('sign-in', { email: e, password: pw });
+      if (!r.ok) return say(msg, errorOf(r), 'error');
+      jwtCache = null;
+      await accountPage();
+    } catch {
+      say(msg, 'Network error', 'error');
+    }
+  }
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    submit('in');
+  });
+  form.querySelector('#signup').addEventListener('click', () => submit('up'));
+  return card('Sign in or create an account', h('p', { class: 'muted', text: 'Signed-in users create API keys and theses here.' }), form);
+}
+
+function mcpSnippet(key) {
+  return JSON.stringify({ mcpServers: { 'market-intel': { url: CONFIG.mcpUrl, headers: { Authorization: `Bearer ${key}` } } } }, null, 2);
+}
+
+function showNewKey(created, onClose) {
+  const status = h('p', { class: 'msg', role: 'status' });
+  const snippet = mcpSnippet(created.key);
+  const close = h('button', { type: 'button', class: 'secondary', text: 'Close' });
+  const d = h(
+    'dialog',
+    { id: 'new-key-dialog', 'aria-labelledby': 'new-key-title' },
+    h('h2', { id: 'new-key-title', text: `Your new API key "${created.name}"` }),
+    h('p', { class: 'alert' }, 'Copy it now: you will not see it again.'),
+    h('p', { class: 'key-value', id: 'new-key' }, h('code', { text: created.key })),
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'button', id: 'copy-key', text: 'Copy key', onclick: () => copyText(created.key, status) }),
+    ),
+    h('h3', { text: 'MCP client configuration' }),
+    h('p', {
+      class: 'small muted',
+      text: 'For clients that take a URL and headers (Cursor, VS Code, Claude Code): paste into their MCP configuration.',
+    }),
+    h('pre', { id: 'mcp-snippet', text: snippet }),
+    h(
+      'div',
+      { class: 'row' },
+      h('button', {
+        type: 'button',
+        class: 'secondary',
+        id: 'copy-mcp',
+        text: 'Copy configuration',
+        onclick: () => copyText(snippet, status),
+      }),
+      close,
+    ),
+    status,
+  );
+  const done = () => {
+    d.close();
+    d.remove();
+    onClose();
+  };
+  close.addEventListener('click', done);
+  d.addEventListener('cancel', (e) => {
+    e.preventDefault();
+    done();
+  });
+  document.body.append(d);
+  d.showModal();
+  d.querySelector('#copy-key').focus();
+}
+
+function keysSection(tierNote) {
+  const msg = h('p', { class: 'msg', role: 'status' });
+  const list = h('div', { id: 'keys-list' });
+  const nameInput = h('input', { id: 'key-name', type: 'text', maxlength: 64, placeholder: 'e.g. laptop', required: true });
+  const genBtn = h('button', { type: 'submit', id: 'generate', text: 'Generate key' });
+  const form = h('form', { class: 'row', id: 'key-form' }, h('label', { for: 'key-name', class: 'field' }, 'Key name', nameInput), genBtn);
+  const limits = h('p', { id: 'tier-limits' });
+  async function load() {
+    const r = await api('GET', '/keys');
+    if (!r.ok) return say(msg, errorOf(r), 'error');
+    const keys = r.body.data.keys;
+    const active = keys.filter((k) => k.status === 'active').length;
+    const tier = keys.find((k) => k.status === 'active')?.tier ?? r.tier ?? 'free';
+    const t = CONFIG.tiers[tier];
+    limits.replaceChildren(
+      'Your tier: ',
+      h('strong', { id: 'tier', text: tier }),
+      ` — ${t.minute} requests per minute${t.day === null ? ', no daily limit' : ` and ${t.day} per UTC day`} per key; `,
+      h('strong', { text: `${active} of ${CONFIG.maxKeys}` }),
+      ' active keys. Signal history needs the pro or api tier; the operator sets your plan.',
+    );
+    genBtn.disabled = active >= CONFIG.maxKeys;
+    if (active >= CONFIG.maxKeys) say(msg, `You have ${CONFIG.maxKeys} active keys, the limit: revoke one to generate another.`);
+    list.replaceChildren(
+      keys.length === 0
+        ? h('p', { class: 'muted', text: 'No keys yet.' })
+        : h(
+            'div',
+            { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
+            h(
+              'table',
+              { id: 'keys' },
+              h(
+                'thead',
+                {},
+                h(
+                  'tr',
+                  {},
+                  ['Prefix', 'Name', 'Tier', 'Status', 'Today', 'Total', 'Last used', ''].map((t, i) =>
+                    h('th', { scope: 'col', class: i === 4 || i === 5 ? 'num' : '' }, t || h('span', { class: 'muted', text: 'Actions' })),
+                  ),
+                ),
+              ),
+              h(
+                'tbody',
+                {},
+                keys.map((k) =>
+                  h(
+                    'tr',
+                    { dataset: { keyId: k.id, prefix: k.prefix } },
+                    h('td', {}, h('code', { text: k.prefix + '…' })),
+                    h('td', { text: k.name }),
+                    h('td', { text: k.tier }),
+                    h('td', { class: 'status', text: k.status }),
+                    h('td', { class: 'num today', text: k.usage.requests_today }),
+                    h('td', { class: 'num total', text: k.usage.requests_total }),
+                    h('td', {
+                      text: k.usage.last_used_at
+                        ? new Date(k.usage.last_used_at).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'
+                        : 'never',
+                    }),
+                    h(
+                      'td',
+                      {},
+                      k.status === 'active'
+                        ? h('button', {
+                            type: 'button',
+                            class: 'danger revoke',
+                            text: 'Revoke',
+                            'aria-label': `Revoke key ${k.name} (${k.prefix})`,
+                            onclick: async () => {
+                              if (
+                                !(await confirmDialog(
+                                  `Revoke the key "${k.name}" (${k.prefix}…)? Programs using it will get 401 at once. This cannot be undone.`,
+                                  'Revoke key',
+                                ))
+                              )
+                                return;
+                              const rr = await api('POST', '/keys/revoke', { key_id: k.id });
+                              if (!rr.ok) return say(msg, errorOf(rr), 'error');
+                              say(msg, `Key ${k.prefix}… revoked.`, 'ok');
+                              await load();
+                            },
+                          })
+                        : h('span', { class: 'muted', text: k.revoked_at ? `revoked ${k.revoked_at.slice(0, 10)}` : '' }),
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          ),
+    );
+  }
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    if (!form.reportValidity()) return;
+    genBtn.disabled = true;
+    const r = await api('POST', '/keys/create', { name: nameInput.value.trim() });
+    genBtn.disabled = false;
+    if (!r.ok) return say(msg, errorOf(r), 'error');
+    nameInput.value = '';
+    say(msg, '');
+    await load();
+    showNewKey(r.body.data, () => nameInput.focus());
+  });
+  load();
+  return card(
+    'API keys',
+    tierNote,
+    limits,
+    form,
+    msg,
+    list,
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'button', class: 'secondary', id: 'refresh-keys', text: 'Refresh usage', onclick: () => load() }),
+    ),
+  );
+}
+
+function conditionRow(container) {
+  const metric = h(
+    'select',
+    { 'aria-label': 'Metric', class: 'c-metric' },
+    THESIS_METRICS.map((m) => h('option', { value: m, text: m })),
+  );
+  const op = h(
+    'select',
+    { 'aria-label': 'Operator', class: 'c-op' },
+    Object.entries(OPERATORS).map(([k, v]) => h('option', { value: k, text: `${v} (${k})` })),
+  );
+  const value = h('input', { 'aria-label': 'Value', class: 'c-value', required: true, size: 10 });
+  const kind = h(
+    'select',
+    { 'aria-label': 'Kind', class: 'c-kind' },
+    h('option', { value: 'invalidation', text: 'invalidation' }),
+    h('option', { value: 'warning', text: 'warning' }),
+  );
+  const row = h(
+    'div',
+    { class: 'row cond' },
+    metric,
+    op,
+    value,
+    kind,
+    h('button', { type: 'button', class: 'secondary', text: 'Remove', onclick: () => row.remove() }),
+  );
+  container.append(row);
+  return row;
+}
+
+function thesesSection(assets) {
+  const msg = h('p', { class: 'msg', role: 'status' });
+  const list = h('div', { id: 'theses-list' });
+  const conds = h('div', { id: 'conditions' });
+  const field = (id, label, input) => h('label', { for: id }, label, input);
+  const form = h(
+    'form',
+    { class: 'stack', id: 'thesis-form' },
+    h(
+      'div',
+      { class: 'row' },
+      field(
+        't-asset',
+        'Asset',
+        h(
+          'select',
+          { id: 't-asset' },
+          assets.map((a) => h('option', { value: a.asset, text: `${a.symbol} (${a.name})` })),
+        ),
+      ),
+      field(
+        't-direction',
+        'Direction',
+        h('select', { id: 't-direction' }, h('option', { value: 'long', text: 'long' }), h('option', { value: 'short', text: 'short' })),
+      ),
+    ),
+    field('t-title', 'Title', h('input', { id: 't-title', required: true, maxlength: 200 })),
+    h(
+      'div',
+      { class: 'row' },
+      field('t-entry', 'Entry price (USD)', h('input', { id: 't-entry', type: 'number', step: 'any', min: 0 })),
+      field('t-target', 'Target price', h('input', { id: 't-target', type: 'number', step: 'any', min: 0 })),
+      field('t-stop', 'Stop price', h('input', { id: 't-stop', type: 'number', step: 'any', min: 0 })),
+      field('t-horizon', 'Horizon (days)', h('input', { id: 't-horizon', type: 'number', step: 1, min: 1, max: 3650 })),
+    ),
+    h(
+      'fieldset',
+      {},
+      h('legend', { text: 'Conditions (signal and regime take a level, e.g. sell or bear; the others a number)' }),
+      conds,
+      h('button', { type: 'button', class: 'secondary', id: 'add-condition', text: 'Add condition', onclick: () => conditionRow(conds) }),
+    ),
+    h('div', { class: 'row' }, h('button', { type: 'submit', text: 'Create thesis' })),
+    msg,
+  );
+  const val = (id) => form.querySelector(`#${id}`).value.trim();
+  const numOrNull = (id) => (val(id) === '' ? null : Number(val(id)));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    if (!form.reportValidity()) return;
+    const conditions = [...conds.querySelectorAll('.cond')].map((row) => {
+      const metric = row.querySelector('.c-metric').value;
+      const raw = row.querySelector('.c-value').value.trim();
+      return {
+        metric,
+        operator: row.querySelector('.c-op').value,
+        value: metric === 'signal' || metric === 'regime' ? raw : Number(raw),
+        kind: row.querySelector('.c-kind').value,
+      };
+    });
+    const body = {
+      asset: val('t-asset'),
+      direction: val('t-direction'),
+      title: val('t-title'),
+      entry_price: numOrNull('t-entry'),
+      target_price: numOrNull('t-target'),
+      stop_price: numOrNull('t-stop'),
+      horizon_days: numOrNull('t-horizon'),
+      conditions,
+    };
+    const r = await api('POST', '/thesis', body);
+    if (!r.ok) return say(msg, errorOf(r), 'error');
+    say(msg, 'Thesis created.', 'ok');
+    form.reset();
+    conds.replaceChildren();
+    await load();
+  });
+  async function load() {
+    const r = await api('GET', '/thesis');
+    if (!r.ok) return list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
+    const theses = r.body.data.theses;
+    if (theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
+    const healths = await Promise.all(theses.map((t) => api('GET', `/thesis/${t.id}/health`)));
+    list.replaceChildren(
+      ...theses.map((t, i) => {
+        const hr = healths[i];
+        const health = hr.ok ? hr.body.data : null;
+        return h(
+          'article',
+          { class: `thesis${health?.action_required ? ' action' : ''}`, dataset: { thesisId: t.id } },
+          h('h3', {}, `${t.title} `, h('span', { class: 'muted', text: `${t.symbol} ${t.direction}` })),
+          h(
+            'p',
+            { class: 'small' },
+            `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · horizon ${t.horizon_days ?? '—'} d`,
+          ),
+          health
+            ? h(
+                'div',
+                { class: 'health' },
+                health.action_required ? h('p', { class: 'alert', text: 'Action required' }) : null,
+                h(
+                  'p',
+                  {},
+                  'Health: ',
+                  h('strong', { text: health.health_score === null ? 'not evaluable' : `${num(health.health_score, 0)} / 100` }),
+                  ` (${health.status}), as of ${health.as_of}`,
+                ),
+                health.triggered_conditions.length
+                  ? h(
+                      'div',
+                      {},
+                      h('p', { text: 'Triggered conditions:' }),
+                      h(
+                        'ul',
+                        { class: 'cond-list triggered' },
+                        health.triggered_conditions.map((c) =>
+                          h(
+                            'li',
+                            { class: c.kind === 'invalidation' ? 'error' : '' },
+                            h('strong', { text: c.kind }),
+                            ` ${c.metric} ${OPERATORS[c.operator]} ${c.value} (now ${typeof c.current_value === 'number' ? num(c.current_value, 4) : c.current_value})`,
+                          ),
+                        ),
+                      ),
+                    )
+                  : h('p', { class: 'muted', text: 'No condition triggered.' }),
+                health.unevaluable_conditions.length
+                  ? h(
+                      'ul',
+                      { class: 'cond-list' },
+                      health.unevaluable_conditions.map((c) =>
+                        h('li', { class: 'muted', text: `${c.metric}: not evaluable (${c.reason})` }),
+                      ),
+                    )
+                  : null,
+              )
+            : h('p', { class: 'error', text: `Health unavailable: ${errorOf(hr)}` }),
+          h('button', {
+            type: 'button',
+            class: 'danger',
+            text: 'Delete',
+            'aria-label': `Delete thesis ${t.title}`,
+            onclick: async () => {
+              if (!(await confirmDialog(`Delete the thesis "${t.title}"?`, 'Delete thesis'))) return;
+              const rr = await api('DELETE', `/thesis/${t.id}`);
+              if (!rr.ok) return say(msg, errorOf(rr), 'error');
+              await load();
+            },
+          }),
+        );
+      }),
+    );
+  }
+  load();
+  return card(
+    'Theses',
+    h('p', { class: 'small muted', text: 'Theses count against your tier quota, like the API.' }),
+    form,
+    h('h3', { text: 'Your theses' }),
+    list,
+  );
+}
+
+async function accountPage() {
+  setTitle('Account');
+  if (CONFIG.signIn !== 'embedded') {
+    main.replaceChildren(
+      h('h1', { text: 'Account' }),
+      card(
+        'Sign in',
+        h(
+          'p',
+          {},
+          'This service uses an external identity provider: ',
+          h('a', { href: CONFIG.signIn, text: CONFIG.signIn }),
+          '. Get a JWT there, then create API keys with ',
+          h('code', { text: 'POST /api/v1/keys/create' }),
+          '.',
+        ),
+      ),
+    );
+    return;
+  }
+  const token = await jwt();
+  if (!token) {
+    main.replaceChildren(h('h1', { text: 'Account' }), signInForm());
+    return;
+  }
+  const assets = (await data('/assets')).data.assets.filter((a) => a.capabilities.thesis);
+  const signOut = h('button', {
+    type: 'button',
+    class: 'secondary',
+    id: 'signout',
+    text: 'Sign out',
+    onclick: async () => {
+      await fetch('/auth/sign-out', {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      jwtCache = null;
+      await accountPage();
+    },
+  });
+  main.replaceChildren(
+    h('h1', { text: 'Account' }),
+    h('p', {}, 'Signed in as ', h('strong', { id: 'who', text: jwtCache.email }), ' ', signOut),
+    keysSection(
+      h('p', {
+        class: 'small muted',
+        text: 'Keys are for the API and MCP; the dashboard itself needs none and does not count against your quota.',
+      }),
+    ),
+    thesesSection(assets),
+  );
+}
+
+// ---------------------------------------------------------------- router
+
+async function route() {
+  const path = location.pathname.replace(/\/+$/, '') || '/';
+  const nav =
+    path === '/' ? 'overview' : path.startsWith('/chains') ? 'chains' : path === '/account' || path === '/signin' ? 'account' : null;
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  try {
+    if (path === '/') await overview();
+    else if (path.startsWith('/asset/')) await assetPage(decodeURIComponent(path.slice('/asset/'.length)));
+    else if (path === '/chains') await chainsPage();
+    else await accountPage();
+  } catch (e) {
+    main.replaceChildren(
+      h('h1', { text: 'Something went wrong' }),
+      h('p', { class: 'error', text: e.message }),
+      h('p', {}, h('a', { href: '/', text: 'Back to the overview' })),
+    );
+  }
+  document.body.dataset.ready = 'true';
+  // Read by `npm run bench` (bench/dashboard.ts): the page has its data rendered and is interactive.
+  performance.mark('dashboard-ready');
+}
+
+route();

@@ -1,0 +1,242 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Service } from '../../src/server.ts';
+import { CHROMIUM_SKIP, chromiumAvailable, launchChromium, seriousViolations, startDashboardService } from '../helpers/browser.ts';
+
+// The dashboard end to end in a real browser (Debian's Chromium through playwright-core), on
+// the real service with its embedded identity provider: sign up, API keys, the asset chart,
+// theses, the phone-width overview, and axe-core on every page.
+
+const SKIP = chromiumAvailable() ? false : CHROMIUM_SKIP;
+if (SKIP) console.log(SKIP);
+
+let svc: Service;
+let base = '';
+let browser: Browser;
+const PASSWORD = 'correct horse battery staple';
+
+/** Waits until app.js has rendered the page (it sets body[data-ready] when done). */
+async function open(page: Page, path: string): Promise<void> {
+  await page.goto(`${base}${path}`);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+}
+
+/** Signs up a new account through the page's form; the page then shows the signed-in account. */
+async function signUp(page: Page, email: string): Promise<void> {
+  await open(page, '/account');
+  await page.fill('#email', email);
+  await page.fill('#password', PASSWORD);
+  await page.fill('#name', 'E2E');
+  await page.click('#signup');
+  await page.waitForSelector('#who', { timeout: 30_000 });
+  assert.equal(await page.textContent('#who'), email.toLowerCase());
+}
+
+/**
+ * Browser errors a page met: exceptions, CSP refusals and console errors, and responses of
+ * 400 or more, except the 403 TIER_REQUIRED of the signal history for a free user, which the
+ * page expects and explains (the browser logs every failed load as a console error; those are
+ * judged by their response here).
+ */
+function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('response', (r) => {
+    const expected = r.status() === 403 && new URL(r.url()).pathname.startsWith('/app/data/signal-history/');
+    if (r.status() >= 400 && !expected) errors.push(`${r.status()} ${r.url()}`);
+  });
+  return errors;
+}
+
+before(async () => {
+  if (SKIP) return;
+  ({ svc, base } = await startDashboardService());
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+  await svc?.stop();
+});
+
+describe('dashboard in Chromium', { skip: SKIP }, () => {
+  let ctx: BrowserContext;
+  let page: Page;
+  let errors: string[];
+
+  before(async () => {
+    if (SKIP) return;
+    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+    page = await ctx.newPage();
+    errors = watchErrors(page);
+  });
+  after(() => ctx?.close());
+
+  test('sign up, generate a key, copy it from the dialog; it works, shows usage 1, and once revoked gets 401', async () => {
+    await signUp(page, `E2E.${Date.now()}@Example.com`);
+    await page.waitForSelector('#tier');
+    assert.equal(await page.textContent('#tier'), 'free');
+    assert.match((await page.textContent('#tier-limits')) ?? '', /10 requests per minute and 50 per UTC day per key; 0 of 5 active keys/);
+
+    await page.fill('#key-name', 'e2e-laptop');
+    await page.click('#generate');
+    const dialog = page.locator('#new-key-dialog');
+    await dialog.waitFor({ state: 'visible' });
+    assert.match((await dialog.textContent()) ?? '', /you will not see it again/i);
+    const shown = ((await page.textContent('#new-key')) ?? '').trim();
+    assert.match(shown, /^svc_live_[A-Za-z0-9]{38}$/);
+    await page.click('#copy-key');
+    await page.waitForFunction(() => document.querySelector('#new-key-dialog .msg')?.textContent?.includes('Copied'));
+    const copied = await page.evaluate(() => navigator.clipboard.readText());
+    assert.equal(copied, shown, 'the clipboard holds the key the dialog shows');
+    // The MCP configuration snippet has the new key filled in.
+    const snippet = JSON.parse((await page.textContent('#mcp-snippet')) ?? '{}');
+    assert.equal(snippet.mcpServers['market-intel'].headers.Authorization, `Bearer ${copied}`);
+    assert.equal(snippet.mcpServers['market-intel'].url, `${base}/mcp`);
+    await dialog.getByRole('button', { name: 'Close' }).click();
+    await dialog.waitFor({ state: 'detached' });
+
+    // The copied key works on the API.
+    const ok = await fetch(`${base}/api/v1/signals`, { headers: { authorization: `Bearer ${copied}` } });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers.get('x-service-tier'), 'free');
+
+    // It is listed with its usage: 1 request today and in total.
+    const prefix = copied.slice(0, 13);
+    const row = page.locator(`#keys tr[data-prefix="${prefix}"]`);
+    await page.click('#refresh-keys');
+    await page.waitForFunction((p) => document.querySelector(`#keys tr[data-prefix="${p}"] .today`)?.textContent === '1', prefix);
+    assert.equal(await row.locator('.total').textContent(), '1');
+    assert.equal(await row.locator('.status').textContent(), 'active');
+    assert.match((await row.textContent()) ?? '', /e2e-laptop/);
+    assert.doesNotMatch((await page.content()).replace(/#new-key-dialog[\s\S]*/, ''), new RegExp(copied), 'the list never shows the key');
+
+    // Revoke, with a confirmation; then the key gets 401.
+    await row.getByRole('button', { name: /Revoke key/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).click();
+    await page.waitForFunction((p) => document.querySelector(`#keys tr[data-prefix="${p}"] .status`)?.textContent === 'revoked', prefix);
+    const refused = await fetch(`${base}/api/v1/signals`, { headers: { authorization: `Bearer ${copied}` } });
+    assert.equal(refused.status, 401);
+    assert.match(((await refused.json()) as { error: { message: string } }).error.message, /revoked/);
+    assert.deepEqual(errors, []);
+  });
+
+  test('create a thesis with an invalidation condition and see its health', async () => {
+    await open(page, '/account');
+    await page.selectOption('#t-asset', 'bitcoin');
+    await page.selectOption('#t-direction', 'long');
+    await page.fill('#t-title', 'BTC stays above 1 USD');
+    await page.fill('#t-entry', '100000');
+    await page.fill('#t-stop', '90000');
+    await page.fill('#t-target', '130000');
+    await page.click('#add-condition');
+    const cond = page.locator('#conditions .cond').first();
+    await cond.locator('.c-metric').selectOption('price_usd');
+    await cond.locator('.c-op').selectOption('gt');
+    await cond.locator('.c-value').fill('1');
+    await cond.locator('.c-kind').selectOption('invalidation');
+    await page.click('#thesis-form button[type=submit]');
+    const thesis = page.locator('#theses-list article.thesis').first();
+    await thesis.locator('.health').waitFor({ timeout: 30_000 });
+    const text = (await thesis.textContent()) ?? '';
+    assert.match(text, /BTC stays above 1 USD/);
+    assert.match(text, /Action required/, 'an invalidation that holds requires action');
+    assert.match(text, /Health: .*\(invalidated\)/);
+    assert.match((await thesis.locator('.triggered').textContent()) ?? '', /invalidation price_usd > 1 \(now [\d,.]+\)/);
+    assert.equal(await thesis.getAttribute('class'), 'thesis action');
+    assert.deepEqual(errors, []);
+  });
+
+  test('an asset page draws the candlestick chart (non-empty canvas) with signal markers', async () => {
+    await open(page, '/asset/bitcoin');
+    await page.waitForSelector('#chart[data-markers]', { timeout: 30_000 });
+    const markers = Number(await page.getAttribute('#chart', 'data-markers'));
+    assert.ok(markers >= 1, `markers: ${markers}`);
+    assert.ok(Number(await page.getAttribute('#chart', 'data-candles')) >= 150);
+    // Pixels the chart painted (not transparent and not the white background).
+    const painted = await page.evaluate(() => {
+      let n = 0;
+      for (const c of document.querySelectorAll<HTMLCanvasElement>('#chart canvas')) {
+        const ctx2d = c.getContext('2d');
+        if (!ctx2d || c.width === 0 || c.height === 0) continue;
+        const px = ctx2d.getImageData(0, 0, c.width, c.height).data;
+        for (let i = 0; i < px.length; i += 4) if (px[i + 3]! > 0 && !(px[i]! > 245 && px[i + 1]! > 245 && px[i + 2]! > 245)) n++;
+      }
+      return n;
+    });
+    assert.ok(painted > 5000, `painted pixels: ${painted}`);
+    // The factor bars add up to the score.
+    const sum = await page.$$eval('#factors li', (lis) => lis.reduce((a, li) => a + Number((li as HTMLElement).dataset.contribution), 0));
+    const score = await fetch(`${base}/app/data/signals/bitcoin`).then(
+      async (r) => ((await r.json()) as { data: { score: number } }).data.score,
+    );
+    assert.ok(Math.abs(sum - score) < 1e-3, `sum ${sum} vs score ${score}`);
+    // Signed in on the free tier: the signal history explains the tier it needs.
+    await page.waitForSelector('#history-tier');
+    assert.match((await page.textContent('#history-tier')) ?? '', /pro or api tier/);
+    assert.deepEqual(errors, []);
+  });
+
+  test('an asset with a chain shows its chain health; the chains page shows stale or missing metrics as such', async () => {
+    await open(page, '/asset/ethereum');
+    await page.waitForSelector('#h-chain-health-ethereum');
+    await open(page, '/chains');
+    const text = (await page.textContent('main')) ?? '';
+    for (const chain of ['Ethereum', 'Solana', 'Hyperliquid']) assert.match(text, new RegExp(chain));
+    assert.match(text, /Raw metrics with 7-day change/);
+    assert.deepEqual(errors, []);
+  });
+});
+
+describe('phone width', { skip: SKIP }, () => {
+  test('the overview at 390 px has no horizontal scroll', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/');
+      await page.waitForSelector('#signals tbody tr');
+      const { scrollWidth, clientWidth } = await page.evaluate(() => ({
+        scrollWidth: document.documentElement.scrollWidth,
+        clientWidth: document.documentElement.clientWidth,
+      }));
+      assert.ok(scrollWidth <= clientWidth, `scrollWidth ${scrollWidth} > clientWidth ${clientWidth}`);
+      assert.equal(await page.locator('#signals tbody tr').count(), 11);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
+describe('accessibility (axe-core)', { skip: SKIP }, () => {
+  test('no serious or critical violations on any page, signed out and signed in', async () => {
+    // bypassCSP only so axe-core can be injected; the pages are the same.
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
+    try {
+      const page = await ctx.newPage();
+      const found: string[] = [];
+      const check = async (what: string) => {
+        for (const v of await seriousViolations(page)) found.push(`${what}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(' | ')}`);
+      };
+      for (const path of ['/', '/asset/bitcoin', '/asset/ethereum', '/chains', '/account']) {
+        await open(page, path);
+        if (path.startsWith('/asset')) await page.waitForSelector('#chart[data-markers]');
+        await check(path);
+      }
+      await signUp(page, `axe.${Date.now()}@example.com`);
+      await page.waitForSelector('#tier');
+      await check('/account (signed in)');
+      await page.fill('#key-name', 'axe');
+      await page.click('#generate');
+      await page.locator('#new-key-dialog').waitFor({ state: 'visible' });
+      await check('/account (new key dialog)');
+      assert.deepEqual(found, [], found.join('\n'));
+    } finally {
+      await ctx.close();
+    }
+  });
+});
