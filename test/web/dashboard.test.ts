@@ -212,6 +212,47 @@ describe('phone width', { skip: SKIP }, () => {
   });
 });
 
+describe('keyboard', { skip: SKIP }, () => {
+  test('the skip link comes first with a visible focus ring; a column sorts from the keyboard; a row opens its asset page', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/');
+      await page.keyboard.press('Tab');
+      const first = await page.evaluate(() => {
+        const el = document.activeElement as HTMLElement;
+        const st = getComputedStyle(el);
+        return { text: el.textContent, outline: st.outlineStyle, width: st.outlineWidth };
+      });
+      assert.equal(first.text, 'Skip to content');
+      assert.notEqual(first.outline, 'none');
+      assert.equal(first.width, '3px');
+      // Sort by price from the keyboard: the header is a button; aria-sort tells the order.
+      await page.locator('#signals th', { hasText: 'Price' }).getByRole('button').focus();
+      await page.keyboard.press('Enter');
+      assert.equal(await page.locator('#signals th', { hasText: 'Price' }).getAttribute('aria-sort'), 'descending');
+      const prices = await page.$$eval('#signals tbody tr td:nth-child(5)', (tds) =>
+        tds.map((td) => Number(td.textContent!.replace(/[$,]/g, ''))),
+      );
+      assert.deepEqual(
+        prices,
+        [...prices].sort((a, b) => b - a),
+      );
+      assert.equal(prices.length, 11);
+      await page.keyboard.press('Enter');
+      assert.equal(await page.locator('#signals th', { hasText: 'Price' }).getAttribute('aria-sort'), 'ascending');
+      // The first row's link opens the asset page.
+      await page.locator('#signals tbody tr').first().getByRole('link').focus();
+      await page.keyboard.press('Enter');
+      await page.waitForURL(/\/asset\//);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert.match((await page.textContent('h1')) ?? '', /\([A-Z]+\)/);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('accessibility (axe-core)', { skip: SKIP }, () => {
   test('no serious or critical violations on any page, signed out and signed in', async () => {
     // bypassCSP only so axe-core can be injected; the pages are the same.
