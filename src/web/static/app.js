@@ -62,9 +62,17 @@ const level = (l) => (l ? h('span', { class: `level ${l}`, text: LEVEL_LABEL[l] 
 const regimeBadge = (r) => h('span', { class: `level ${r}`, text: r });
 /** Whole days between two YYYY-MM-DD days. */
 const daysBetween = (a, b) => Math.round((Date.parse(b) - Date.parse(a)) / 86_400_000);
-/** "as of D", marked stale when older than the service's as-of day. */
-function freshness(asOf, serviceAsOf) {
+/**
+ * "as of D". With `verdict` (an answer's `stale` / `stale_reason`, the API's own judgement
+ * against each series' cadence: docs/live-data.md) it is marked stale with the reason;
+ * without one (a component inside an answer), when older than the service's as-of day.
+ */
+function freshness(asOf, serviceAsOf, verdict) {
   if (!asOf) return h('span', { class: 'stale', text: 'missing' });
+  if (verdict)
+    return verdict.stale
+      ? h('span', { class: 'stale', title: verdict.stale_reason ?? '', text: `${asOf} (stale: ${verdict.stale_reason ?? ''})` })
+      : h('span', { text: asOf });
   const lag = serviceAsOf ? daysBetween(asOf, serviceAsOf) : 0;
   return lag > 0 ? h('span', { class: 'stale', text: `${asOf} (stale: ${lag} d old)` }) : h('span', { text: asOf });
 }
@@ -227,7 +235,7 @@ async function overview() {
         {},
         regimeBadge(r.regime),
         ` score ${num(r.score, 3)}, confidence ${num(r.confidence, 2)}, since ${r.since} (as of `,
-        freshness(r.as_of, asOf),
+        freshness(r.as_of, asOf, r),
         ')',
       ),
       h('div', { class: 'grid' }, conditionRows(r.conditions, asOf)),
@@ -277,7 +285,7 @@ function signalsTable(d, asOf) {
           h('td', { class: 'num hide-narrow' }, pct(s.change_24h_pct)),
           h('td', { class: 'num' }, pct(s.change_7d_pct)),
           h('td', { class: 'hide-narrow', text: s.since }),
-          h('td', { class: 'hide-narrow' }, freshness(s.as_of, asOf)),
+          h('td', { class: 'hide-narrow' }, freshness(s.as_of, asOf, s)),
         );
         return tr;
       }),
@@ -427,7 +435,7 @@ function healthCard(c, asOf, title) {
       h('dt', { text: 'Regime / sensitivity' }),
       h('dd', { text: `${c.regime} / ${num(c.sensitivity, 2)}` }),
       h('dt', { text: 'As of' }),
-      h('dd', {}, freshness(c.as_of, asOf)),
+      h('dd', {}, freshness(c.as_of, asOf, c)),
     ),
     h('h3', { text: 'Components (z-scores over ' + c.window_days + ' days)' }),
     h(
@@ -593,7 +601,7 @@ async function assetPage(asked) {
         h('dt', { text: 'Since' }),
         h('dd', { text: s.since }),
         h('dt', { text: 'Data as of' }),
-        h('dd', {}, freshness(s.as_of, asOf)),
+        h('dd', {}, freshness(s.as_of, asOf, s)),
       ),
     ),
     card(
@@ -686,7 +694,7 @@ async function chainsPage() {
                   h('td', { class: 'num' }, v.value === null ? h('span', { class: 'stale', text: 'missing' }) : num(v.value, 2)),
                   h('td', { class: 'num' }, v.change_7d === null ? h('span', { class: 'muted', text: 'no data' }) : num(v.change_7d, 2)),
                   h('td', { class: 'num' }, pct(v.change_7d_pct)),
-                  h('td', {}, freshness(v.as_of, asOf)),
+                  h('td', {}, freshness(v.as_of, asOf, v)),
                   h('td', { class: 'small', text: v.source }),
                 ),
               ),
