@@ -1,7 +1,7 @@
 import { computeChainHealthSeries } from '../engine/chain-health.ts';
 import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
-import { computeSignalSeries, signalChanges } from '../engine/signal.ts';
+import { computeSignalSeries, CURRENT_MODEL, type SignalModel, signalChanges } from '../engine/signal.ts';
 import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } from '../engine/types.ts';
 import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
 import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
@@ -37,6 +37,8 @@ export class MarketService {
   readonly signalSeries = new Map<string, SignalResult[]>();
   /** Answers by question, as served from the cache (one object per answer, so edges can memoize on it, e.g. its ETag). */
   readonly #memo = new Map<string, Cached<unknown>>();
+  /** Signal series per model (key: the model as JSON). */
+  readonly #models = new Map<string, Map<string, SignalResult[]>>();
 
   private constructor(
     readonly data: MarketData,
@@ -56,28 +58,47 @@ export class MarketService {
       for (const [m, s] of Object.entries(data.chains.get(c.chain) ?? {})) metrics[m] = s.points;
       this.chainHealthSeries.set(c.chain, computeChainHealthSeries({ chain: c.chain, metrics, regimeByDate, dates }));
     }
+    for (const [asset, series] of this.seriesFor(CURRENT_MODEL)) this.signalSeries.set(asset, series);
+  }
+
+  /**
+   * The signal series of every asset with data under `model` (computed point-in-time, each
+   * day from data up to that day), memoized per model version and parameters. The served
+   * series is `seriesFor(CURRENT_MODEL)`; the backtest evaluates other parameter sets.
+   */
+  seriesFor(model: SignalModel): Map<string, SignalResult[]> {
+    const key = JSON.stringify(model);
+    const hit = this.#models.get(key);
+    if (hit) return hit;
+    const data = this.data;
+    const out = new Map<string, SignalResult[]>();
     for (const a of data.assets) {
       const candles = data.candles.get(a.asset) ?? [];
       if (candles.length === 0) continue;
       const funding = data.funding.get(a.asset) ?? null;
-      this.signalSeries.set(
+      out.set(
         a.asset,
-        computeSignalSeries({
-          asset: a.asset,
-          candles,
-          fearGreed: data.fearGreed,
-          funding,
-          regime: this.regimeSeries,
-          chainHealth: a.chain ? (this.chainHealthSeries.get(a.chain) ?? null) : null,
-          sources: {
-            prices: data.priceSources.get(a.asset) ?? 'dataset',
-            fear_greed: data.fearGreedSource,
-            funding: funding ? (data.fundingSources.get(a.asset) ?? null) : null,
-            chain_health: a.chain ? `chain health of ${a.chain} (see /chain-health/${a.chain})` : null,
+        computeSignalSeries(
+          {
+            asset: a.asset,
+            candles,
+            fearGreed: data.fearGreed,
+            funding,
+            regime: this.regimeSeries,
+            chainHealth: a.chain ? (this.chainHealthSeries.get(a.chain) ?? null) : null,
+            sources: {
+              prices: data.priceSources.get(a.asset) ?? 'dataset',
+              fear_greed: data.fearGreedSource,
+              funding: funding ? (data.fundingSources.get(a.asset) ?? null) : null,
+              chain_health: a.chain ? `chain health of ${a.chain} (see /chain-health/${a.chain})` : null,
+            },
           },
-        }),
+          model,
+        ),
       );
     }
+    this.#models.set(key, out);
+    return out;
   }
 
   /**
