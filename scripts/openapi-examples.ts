@@ -46,6 +46,7 @@ try {
   success.getChainMetrics = await run(ops.getChainMetrics, { chain: 'eth' });
   success.listAssets = await run(ops.listAssets, {});
   success.getSignalHistory = await run(ops.getSignalHistory, { asset: 'bitcoin', days: 90, limit: 50 });
+  success.getTrackRecord = await run(ops.getTrackRecord, {});
   const key = (await ops.createKey.run(svc, user, { name: 'laptop' })).value;
   success.createKey = shorten(key);
   success.listKeys = await run(ops.listKeys, {});

@@ -8,6 +8,8 @@ import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers
 import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
+import { trackRecord } from './backtest.ts';
+import type { TrackRecordData } from './schemas/track-record.ts';
 import { fresh, type Served } from './served.ts';
 import type { AssetsData, ChainHealthData, ChainMetricsData, HistoryData, RegimeData, SignalEntry, SignalsData } from './schemas/market.ts';
 
@@ -159,6 +161,7 @@ export class MarketService {
       change_7d_pct: pct(7),
       since,
       as_of: last.as_of,
+      model_version: CURRENT_MODEL.version,
     };
     if (includeFactors) {
       entry.factors = last.factors;
@@ -294,6 +297,15 @@ export class MarketService {
   }
 
   /**
+   * The published track record (GET /track-record): the walk-forward backtest and the live
+   * period of the served model. Computed on first use (a few seconds: three whole-history
+   * series per parameter set) and then served from the memo.
+   */
+  trackRecord(): Cached<TrackRecordData> {
+    return this.#cached('track-record', () => trackRecord(this));
+  }
+
+  /**
    * The signal changes of every asset, computed point-in-time (each from data up to its own
    * day), oldest first.
    */
@@ -312,7 +324,7 @@ export class MarketService {
   async signalHistory(asked: string, days: number, limit: number): Promise<Cached<HistoryData>> {
     const a = this.#resolve(asked);
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
-    const entries = await this.history.listChanges(a.asset, addDays(this.asOf, -(days - 1)), this.asOf, limit);
-    return fresh<HistoryData>({ asset: a.asset, days, limit, entries });
+    const entries = await this.history.listChanges(a.asset, addDays(this.asOf, -(days - 1)), this.asOf, limit, CURRENT_MODEL.version);
+    return fresh<HistoryData>({ asset: a.asset, days, limit, model_version: CURRENT_MODEL.version, entries });
   }
 }

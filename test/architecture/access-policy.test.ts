@@ -38,6 +38,7 @@ function restCall(op: Operation): { method: 'GET' | 'POST' | 'DELETE'; url: stri
     getChainMetrics: { method: 'GET', url: '/api/v1/chain-metrics/eth', input: { chain: 'eth' } },
     listAssets: { method: 'GET', url: '/api/v1/assets', input: {} },
     getSignalHistory: { method: 'GET', url: '/api/v1/signal-history/bitcoin', input: { asset: 'bitcoin', days: 30, limit: 5 } },
+    getTrackRecord: { method: 'GET', url: '/api/v1/track-record', input: {} },
     createKey: { method: 'POST', url: '/api/v1/keys/create', body: { name: 'p' }, input: { name: 'p' } },
     listKeys: { method: 'GET', url: '/api/v1/keys', input: {} },
     revokeKey: { method: 'POST', url: '/api/v1/keys/revoke', body: { key_id: missing }, input: { key_id: missing } },
@@ -127,7 +128,7 @@ after(async () => {
 });
 
 test('every operation has a REST call and a policy; the six MCP tools wrap operations', () => {
-  assert.equal(OPERATIONS.length, 16);
+  assert.equal(OPERATIONS.length, 17);
   for (const op of OPERATIONS) {
     restCall(op);
     assert.ok(['public', 'api-key', 'api-key-or-user', 'user'].includes(op.policy.name), op.name);

@@ -57,6 +57,7 @@ export async function v1Routes(app: FastifyInstance, opts: { services: Services;
   route(ops.getChainMetrics, { method: 'GET', url: '/chain-metrics/:asset', params: ChainParam, input: chain });
   route(ops.listAssets, { method: 'GET', url: '/assets' });
   route(ops.getSignalHistory, { method: 'GET', url: '/signal-history/:asset', params: AssetParam, querystring: HistoryQuery });
+  route(ops.getTrackRecord, { method: 'GET', url: '/track-record' });
 
   route(ops.createKey, { method: 'POST', url: '/keys/create', body: CreateKeyInput.optional() });
   route(ops.listKeys, { method: 'GET', url: '/keys' });
