@@ -201,9 +201,9 @@ export const factorScoresV2 = {
     for (let k = 0; k < horizons.length; k++) s += Math.tanh(Math.log(1 + retsPct[k]! / 100) / (sd * Math.sqrt(horizons[k]!)));
     return s / horizons.length;
   },
-  /** Contrarian only at extremes: RSI below 25 scores up to +1 at 10, above 75 down to -1 at 90; 0 in between. */
+  /** Contrarian only when oversold (Wilder's 30): (30 - RSI) / 15 clipped to [0, 1], so RSI 15 scores +1; 0 from 30 up. */
   rsi: (rsi: number) => (rsi < 30 ? clamp((30 - rsi) / 15, 0, 1) : 0),
-  /** Contrarian only at extremes: Fear & Greed up to 20 scores up to +1 at 0, from 80 down to -1 at 100; 0 in between. */
+  /** Read with the trend (as the BTC regime reads it): (value - 50) / 50, greed bullish, fear bearish. */
   fear_greed: (v: number) => clamp((v - 50) / 50, -1, 1),
 };
 
@@ -330,46 +330,52 @@ function describeFactor(name: FactorName, x: DayContext, score: number, weight: 
   const ss = fmt(score, 4);
   if (sc.model.scoring === 'v2') {
     const sdPct = x.sd !== null ? x.sd * 100 : 0;
-    const base = { name, score, weight, contribution, source: sc.src[name], as_of: x.date };
+    const f = (value: number | string, unit: string, explanation: string, asOf = x.date): Factor => ({
+      name,
+      value,
+      unit,
+      score,
+      weight,
+      contribution,
+      explanation,
+      source: sc.src[name],
+      as_of: asOf,
+    });
     switch (name) {
-      case 'trend': {
-        const p50 = (x.close / x.sma50! - 1) * 100;
-        const p200 = (x.close / x.sma200! - 1) * 100;
-        return {
-          ...base,
-          value: round(p200, 2),
-          unit: '% vs SMA-200',
-          explanation: `Close ${fmt(x.close)} is ${pct(p50)} vs its 50-day SMA (${fmt(x.sma50!)}) and ${pct(p200)} vs its 200-day SMA (${fmt(x.sma200!)}), with a daily volatility of ${fmt(sdPct)}%; volatility-normalised trend score ${ss}.`,
-        };
-      }
       case 'momentum': {
         const h = sc.model.momentumDays;
-        const parts = h.map((d, k) => `${d}d ${pct(x.mom[k]!)}`).join(', ');
-        return {
-          ...base,
-          value: round(x.mom[0]!, 2),
-          unit: `% over ${h[0]} days`,
-          explanation: `Returns ${parts} against a daily volatility of ${fmt(sdPct)}%; time-series momentum score ${ss}.`,
-        };
+        const parts = h.map((d, k) => `${d}-day return ${pct(x.mom[k]!)}`).join(', ');
+        return f(
+          round(x.mom[0]!, 2),
+          `% over ${h[0]} days`,
+          `${parts} against a daily volatility of ${fmt(sdPct)}%; time-series momentum score ${ss}.`,
+        );
       }
       case 'rsi': {
         const rv = x.rsi!;
-        return {
-          ...base,
-          value: round(rv, 2),
-          unit: 'RSI-14 (0..100)',
-          explanation: `RSI-14 is ${fmt(rv)}; read contrarian only at extremes (below 25 or above 75), score ${ss}.`,
-        };
+        return f(
+          round(rv, 2),
+          'RSI-14 (0..100)',
+          `RSI-14 is ${fmt(rv)} (${rv < 30 ? 'oversold' : 'not oversold'}); read contrarian only when oversold (below 30), score ${ss}.`,
+        );
       }
       case 'fear_greed': {
         const fg = x.fg!;
-        return {
-          ...base,
-          value: fg.value,
-          unit: 'index 0..100',
-          explanation: `Crypto Fear & Greed is ${fg.value} (${fg.classification}) on ${fg.date}; read contrarian only at extremes (20 or less, 80 or more), score ${ss}.`,
-          as_of: fg.date,
-        };
+        return f(
+          fg.value,
+          'index 0..100',
+          `Crypto Fear & Greed is ${fg.value} (${fg.classification}) on ${fg.date}; read with the trend (greed bullish, fear bearish), score ${ss}.`,
+          fg.date,
+        );
+      }
+      case 'trend': {
+        const p50 = (x.close / x.sma50! - 1) * 100;
+        const p200 = (x.close / x.sma200! - 1) * 100;
+        return f(
+          round(p200, 2),
+          '% vs SMA-200',
+          `Close ${fmt(x.close)} is ${pct(p50)} vs its 50-day SMA (${fmt(x.sma50!)}) and ${pct(p200)} vs its 200-day SMA (${fmt(x.sma200!)}), with a daily volatility of ${fmt(sdPct)}%; volatility-normalised trend score ${ss}.`,
+        );
       }
       default:
         break;
@@ -610,8 +616,8 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
   if (model.scoring === 'v2') {
     sc.src.trend = `${sources.prices}; ln(close / SMA-50) and ln(close / SMA-200) over daily volatility (last ${VOL_WINDOW_DAYS} days)`;
     sc.src.momentum = `${sources.prices}; ${model.momentumDays.join(', ')}-day log returns over daily volatility (last ${VOL_WINDOW_DAYS} days) x sqrt(horizon)`;
-    sc.src.rsi = `${sources.prices}; Wilder RSI-14 of daily closes, contrarian below 25 and above 75 only`;
-    sc.src.fear_greed = `${sources.fear_greed}; contrarian at 20 or less and 80 or more only`;
+    sc.src.rsi = `${sources.prices}; Wilder RSI-14 of daily closes, contrarian below 30 only: (30 - RSI) / 15, clipped`;
+    sc.src.fear_greed = `${sources.fear_greed}; read with the trend: (value - 50) / 50`;
   }
   let level: SignalLevel | null = null;
   let candidate: SignalLevel | null = null;

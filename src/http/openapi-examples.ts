@@ -46,14 +46,14 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     factors: [
       {
         name: 'momentum',
+        value: 5.36,
+        unit: '% over 30 days',
         score: 0.5587,
         weight: 0.1111,
         contribution: 0.0621,
+        explanation: '30-day return +5.36% against a daily volatility of 1.51%; time-series momentum score 0.5587.',
         source: 'data/prices/btc.csv (daily close, binance_spot); 30-day log returns over daily volatility (last 90 days) x sqrt(horizon)',
         as_of: '2025-09-30',
-        value: 5.36,
-        unit: '% over 30 days',
-        explanation: 'Returns 30d +5.36% against a daily volatility of 1.51%; time-series momentum score 0.5587.',
       },
     ],
     missing_factors: [],
@@ -234,7 +234,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
             source:
               'data/prices/btc.csv (daily close, binance_spot); 30-day log returns over daily volatility (last 90 days) x sqrt(horizon)',
             weight: 0.1111,
-            explanation: 'Returns 30d +5.76% against a daily volatility of 1.66%; time-series momentum score 0.5477.',
+            explanation: '30-day return +5.76% against a daily volatility of 1.66%; time-series momentum score 0.5477.',
             contribution: 0.0608,
           },
         ],
@@ -392,9 +392,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: '65af6ec3-2e48-414c-a385-c545dadffa48',
-    key: 'svc_live_ZDbYU53WKBVYhwOhfBY6Uujc4bbdCpTx2XolfK',
-    prefix: 'svc_live_ZDbY',
+    id: '9c4d9ae2-856f-472f-ade5-c341c68edc64',
+    key: 'svc_live_w1ca38hGwNtw9a2acn56rYRhS6hxYt1S4Oqls9',
+    prefix: 'svc_live_w1ca',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -402,8 +402,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '65af6ec3-2e48-414c-a385-c545dadffa48',
-        prefix: 'svc_live_ZDbY',
+        id: '9c4d9ae2-856f-472f-ade5-c341c68edc64',
+        prefix: 'svc_live_w1ca',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -418,7 +418,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: 'ec4d76b8-de69-4281-9998-f7725daccfa5',
+    id: '4339e663-bd2a-4243-b01b-b87195d3378b',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -443,7 +443,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: 'ec4d76b8-de69-4281-9998-f7725daccfa5',
+        id: '4339e663-bd2a-4243-b01b-b87195d3378b',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -468,7 +468,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: 'ec4d76b8-de69-4281-9998-f7725daccfa5',
+    id: '4339e663-bd2a-4243-b01b-b87195d3378b',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -491,7 +491,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: 'ec4d76b8-de69-4281-9998-f7725daccfa5',
+    thesis_id: '4339e663-bd2a-4243-b01b-b87195d3378b',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 77.5,
@@ -524,11 +524,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: 'ec4d76b8-de69-4281-9998-f7725daccfa5',
+    id: '4339e663-bd2a-4243-b01b-b87195d3378b',
     deleted: true,
   },
   revokeKey: {
-    id: '65af6ec3-2e48-414c-a385-c545dadffa48',
+    id: '9c4d9ae2-856f-472f-ade5-c341c68edc64',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -600,7 +600,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=69718',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=68002',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };
