@@ -62,6 +62,24 @@ export interface BacktestReport {
   assets: AssetWindowMetrics[];
 }
 
+/**
+ * `src` with the series of each model kept for the life of the returned object (one backtest),
+ * so a walk-forward computes each parameter set once and frees them afterwards.
+ */
+export function withSeriesMemo(src: BacktestSource): BacktestSource {
+  const memo = new Map<string, Map<string, SignalResult[]>>();
+  return {
+    data: src.data,
+    asOf: src.asOf,
+    seriesFor(model) {
+      const key = JSON.stringify(model);
+      let hit = memo.get(key);
+      if (!hit) memo.set(key, (hit = src.seriesFor(model)));
+      return hit;
+    },
+  };
+}
+
 /** Signal days of one asset from a series aligned with its candles. */
 function signalDays(series: readonly SignalResult[], closes: readonly { date: string; close: number }[]): SignalDay[] {
   return series.map((s, i) => ({ date: s.as_of, close: closes[i]!.close, signal: s.signal, score: s.score, confidence: s.confidence }));
@@ -116,7 +134,8 @@ export function chooseBands(src: BacktestSource, year: number, costBps: number, 
  * @throws RangeError on a bad day, from > to, a negative cost or an unknown model (the CLI
  *   prints it as a usage error).
  */
-export function runBacktest(src: BacktestSource, opts: BacktestOptions): BacktestReport {
+export function runBacktest(source: BacktestSource, opts: BacktestOptions): BacktestReport {
+  const src = withSeriesMemo(source);
   const from = opts.from;
   const to = opts.to ?? src.asOf;
   checkDay(from, '--from');
@@ -193,7 +212,8 @@ export interface TrackRecord {
  * The track record: the walk-forward report and the live period of the served model.
  * Costly (several whole-history series): callers memoize it (MarketService.trackRecord).
  */
-export function trackRecord(src: BacktestSource): TrackRecord {
+export function trackRecord(source: BacktestSource): TrackRecord {
+  const src = withSeriesMemo(source);
   const walk = runBacktest(src, { from: DEFAULT_FROM, to: src.asOf, walkForward: true });
   const liveFrom = MODEL_V2_LIVE_FROM;
   let live: TrackRecord['live'];

@@ -39,7 +39,7 @@ export class MarketService {
   readonly signalSeries = new Map<string, SignalResult[]>();
   /** Answers by question, as served from the cache (one object per answer, so edges can memoize on it, e.g. its ETag). */
   readonly #memo = new Map<string, Cached<unknown>>();
-  /** Signal series per model (key: the model as JSON). */
+  /** The served model's series (key: the model as JSON). */
   readonly #models = new Map<string, Map<string, SignalResult[]>>();
 
   private constructor(
@@ -65,8 +65,9 @@ export class MarketService {
 
   /**
    * The signal series of every asset with data under `model` (computed point-in-time, each
-   * day from data up to that day), memoized per model version and parameters. The served
-   * series is `seriesFor(CURRENT_MODEL)`; the backtest evaluates other parameter sets.
+   * day from data up to that day). The served model's series is computed once and kept
+   * (`signalSeries`); other models (the backtest's parameter sets) are computed on each call,
+   * and the backtest keeps them only while it runs.
    */
   seriesFor(model: SignalModel): Map<string, SignalResult[]> {
     const key = JSON.stringify(model);
@@ -99,7 +100,7 @@ export class MarketService {
         ),
       );
     }
-    this.#models.set(key, out);
+    if (model === CURRENT_MODEL) this.#models.set(key, out);
     return out;
   }
 
