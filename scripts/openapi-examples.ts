@@ -48,6 +48,7 @@ try {
   success.getSignalHistory = await run(ops.getSignalHistory, { asset: 'bitcoin', days: 90, limit: 50 });
   success.getStatus = await run(ops.getStatus, {});
   success.getPrices = await run(ops.getPrices, { asset: 'bitcoin', days: 30 });
+  success.getTrackRecord = await run(ops.getTrackRecord, {});
   const key = (await ops.createKey.run(svc, user, { name: 'laptop' })).value;
   success.createKey = shorten(key);
   success.listKeys = await run(ops.listKeys, {});

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Argument, Command, CommanderError, Option } from 'commander';
@@ -12,7 +13,7 @@ import { DatabaseInUseError, openDatabase } from './store/db.ts';
 import { UserRepo } from './store/user-repo.ts';
 
 /*
- * The command line (commander): `serve` (default), `mcp --stdio`, `backfill`,
+ * The command line (commander): `serve` (default), `mcp --stdio`, `backfill`, `backtest`,
  * `users set-tier EMAIL TIER`, `help [command]`, `--version`. Usage errors (unknown command or
  * option, missing or invalid argument) exit with code 2, run-time failures with 1.
  */
@@ -83,6 +84,48 @@ async function backfill(cfg: Config): Promise<void> {
   } finally {
     await core.stop();
   }
+}
+
+/** Options of the `backtest` command. */
+interface BacktestFlags {
+  from: string;
+  to?: string;
+  costBps: string;
+  walkForward?: boolean;
+  model?: string;
+  json?: boolean;
+  markdown?: boolean;
+}
+
+/** The git commit of the code (for docs/track-record.md), or 'unknown' outside a git checkout. */
+function gitCommit(): string {
+  try {
+    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT_DIR, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Evaluates the signal on the dataset (no database): table, JSON or the Markdown of
+ * docs/track-record.md. Bad options are RangeErrors (printed, exit 1).
+ */
+async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
+  const [{ MarketService }, { DatasetProvider }, { runBacktest }, fmt] = await Promise.all([
+    import('./services/market.ts'),
+    import('./providers/dataset/dataset.ts'),
+    import('./services/backtest.ts'),
+    import('./services/backtest-format.ts'),
+  ]);
+  const cost = Number(opts.costBps);
+  if (opts.costBps.trim() === '' || !Number.isFinite(cost)) throw new RangeError(`--cost-bps must be a number, got '${opts.costBps}'`);
+  const market = await MarketService.create(new DatasetProvider(cfg.DATA_DIR), null, cfg.AS_OF);
+  const report = runBacktest(market, { from: opts.from, to: opts.to, costBps: cost, walkForward: opts.walkForward, model: opts.model });
+  if (opts.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
+  else if (opts.markdown) {
+    const command = ['npm run cli --', ...process.argv.slice(2)].join(' ');
+    process.stdout.write(fmt.trackRecordMarkdown(report, { command, commit: gitCommit() }));
+  } else process.stdout.write(fmt.formatTable(report));
 }
 
 /**
@@ -210,6 +253,18 @@ function program(): Command {
       await ingestOnce(config(flags(cmd)));
     });
 
+  prog
+    .command('backtest')
+    .description('evaluate the signal on the dataset (per asset and pooled): returns, Sharpe, drawdowns, edges, ICs; no database needed')
+    .option('--from <YYYY-MM-DD>', 'first decision day', '2020-01-01')
+    .option('--to <YYYY-MM-DD>', 'last decision day (default: the data as-of day)')
+    .option('--cost-bps <n>', 'cost per unit of position change, basis points', '10')
+    .option('--walk-forward', 'choose the parameters per year on the data before it and score the year out of sample')
+    .option('--model <version>', 'signals-v1 or signals-v2 (fixed mode; default the served model)')
+    .addOption(new Option('--json', 'print the report as JSON').conflicts('markdown'))
+    .option('--markdown', 'print docs/track-record.md')
+    .action((opts: BacktestFlags, cmd: Command) => backtest(config(flags(cmd)), opts));
+
   const users = prog.command('users').description('manage users').helpCommand('help [command]', 'show help for a command');
   users
     .command('set-tier')
@@ -236,7 +291,7 @@ async function main(): Promise<void> {
     // No command (nothing, or only the global flags) runs `serve`, as before.
     // Global flags may come before a command (`--as-of 2024-03-01 backfill`): `serve` is added
     // only when no command is named at all.
-    const commands = new Set(['serve', 'mcp', 'backfill', 'ingest', 'users', 'help']);
+    const commands = new Set(['serve', 'mcp', 'backfill', 'backtest', 'ingest', 'users', 'help']);
     const named = args.some((a) => commands.has(a));
     if (args.length === 0 || (/^--(as-of|port|host|data-dir)(=|$)/.test(args[0]!) && !named)) args.unshift('serve');
     await program().parseAsync(args, { from: 'user' });

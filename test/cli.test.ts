@@ -71,7 +71,7 @@ test('help, help <command> and --version print and exit 0', async () => {
     cli(['users', 'set-tier', '--help']),
   ]);
   assert.equal(help.code, 0, help.stderr);
-  for (const c of ['serve', 'mcp', 'backfill', 'users', 'help']) assert.match(help.stdout, new RegExp(`\\n  ${c}\\b`), c);
+  for (const c of ['serve', 'mcp', 'backfill', 'backtest', 'users', 'help']) assert.match(help.stdout, new RegExp(`\\n  ${c}\\b`), c);
   assert.match(help.stdout, /--data-dir/);
   assert.equal(helpCmd.code, 0, helpCmd.stderr);
   assert.match(helpCmd.stdout, /set-tier <email> <tier>/);
@@ -256,4 +256,24 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
     'ready line',
   );
   assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
+});
+
+test('backtest: the table by default; bad options are one-line errors', async () => {
+  const [table, badDay, badCost, badModel] = await Promise.all([
+    cli(['backtest', '--from', '2025-01-01', '--to', '2025-06-30', '--model', 'signals-v1']),
+    cli(['backtest', '--from', '2025-02-30']),
+    cli(['backtest', '--cost-bps', 'ten']),
+    cli(['backtest', '--model', 'signals-v7']),
+  ]);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /^signals-v1, fixed parameters \(bands 0.1\/0.5\), 2025-01-01 → 2025-06-30, 10 bps/);
+  assert.match(table.stdout, /\nBTC +/);
+  assert.match(table.stdout, /\npooled +/);
+  assert.match(table.stdout, /levels \(share of asset-days\): strong_buy/);
+  assert.equal(badDay.code, 1);
+  assert.equal(badDay.stderr, "--from must be a calendar day YYYY-MM-DD, got '2025-02-30'\n");
+  assert.equal(badCost.code, 1);
+  assert.match(badCost.stderr, /^--cost-bps must be a number, got 'ten'\n$/);
+  assert.equal(badModel.code, 1);
+  assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1 or signals-v2\n$/);
 });

@@ -50,15 +50,115 @@ export const FUNDING_BASELINE = 0.0001;
 export const FUNDING_SCALE = 0.0004;
 
 /**
+ * A signal model: which factors with which weights, how each is scored, and how the score
+ * becomes a level. Models are named by `version`; stored history rows carry it.
+ */
+export interface SignalModel {
+  /** Version string stored with every history row (e.g. 'signals-v2'). */
+  version: string;
+  /** Base weights (sum 1); a factor with weight 0 is not part of the model. */
+  weights: Readonly<Record<FactorName, number>>;
+  /** 'v1': the original readings; 'v2': volatility-normalised trend and momentum, contrarian readings only at extremes. */
+  scoring: 'v1' | 'v2';
+  /** |score| above which the level is buy/sell, and strong_buy/strong_sell. */
+  bands: { buy: number; strong: number };
+  /** Score margin beyond a band edge needed to leave the current level (hysteresis); 0 = none. */
+  margin: number;
+  /** Consecutive days a new level must hold before it is reported (confirmation); 1 = none. */
+  confirmDays: number;
+  /** Horizons (calendar days) of the time-series momentum factor (v2 scoring). */
+  momentumDays: readonly number[];
+}
+
+/** The original model (TradingView bands, no confirmation, contrarian RSI / Fear & Greed / funding). */
+export const MODEL_V1: SignalModel = {
+  version: 'signals-v1',
+  weights: SIGNAL_WEIGHTS,
+  scoring: 'v1',
+  bands: { buy: 0.1, strong: 0.5 },
+  margin: 0,
+  confirmDays: 1,
+  momentumDays: [MOMENTUM_DAYS],
+};
+
+/**
+ * Weights of model v2 (sum 1), from the single-factor walk-forward evidence
+ * (docs/methodology.md, "Signal model v2"): the BTC regime (a trend filter on BTC), Fear &
+ * Greed read with the trend, contrarian funding and chain health carry the weight; the
+ * asset's own 30-day time-series momentum and oversold RSI add to it; the asset's own SMA
+ * distance is dropped (no out-of-sample information beyond the regime and momentum).
+ */
+export const SIGNAL_WEIGHTS_V2: Readonly<Record<FactorName, number>> = {
+  trend: 0,
+  momentum: 0.1,
+  rsi: 0.1,
+  fear_greed: 0.25,
+  funding_rate: 0.25,
+  chain_health: 0.1,
+  regime: 0.2,
+};
+
+/**
+ * The walk-forward parameter grid of model v2: the level bands (how strong a score must be
+ * to call buy/sell and strong_buy/strong_sell). Everything else is fixed. For each scored
+ * year the backtest picks the entry with the best pooled long/short Sharpe on the data
+ * before that year (src/services/backtest.ts).
+ */
+export const MODEL_V2_GRID: readonly SignalModel['bands'][] = [
+  { buy: 0.25, strong: 0.5 },
+  { buy: 0.3, strong: 0.55 },
+  { buy: 0.35, strong: 0.6 },
+];
+
+/** Model v2 with the given bands (an entry of {@link MODEL_V2_GRID}). */
+export function modelV2(bands: SignalModel['bands']): SignalModel {
+  return {
+    version: 'signals-v2',
+    weights: SIGNAL_WEIGHTS_V2,
+    scoring: 'v2',
+    bands,
+    margin: 0.05,
+    confirmDays: 3,
+    momentumDays: [30],
+  };
+}
+
+/**
+ * Model v2 as served: the bands the walk-forward rule picks on all the data before
+ * {@link MODEL_V2_LIVE_FROM} (checked by test/services/backtest.test.ts).
+ */
+export const MODEL_V2: SignalModel = modelV2({ buy: 0.3, strong: 0.55 });
+/** First day model v2 was not fitted on: the live track record starts here. */
+export const MODEL_V2_LIVE_FROM = '2025-10-01';
+
+/** The model the service serves. */
+export const CURRENT_MODEL: SignalModel = MODEL_V2;
+
+/**
  * Five-level signal from a score in [-1, 1], with TradingView's technical-rating bands:
  * strong_buy > 0.5, buy > 0.1, neutral in [-0.1, 0.1], sell < -0.1, strong_sell < -0.5.
  */
-export function signalLevel(score: number): SignalLevel {
-  if (score > 0.5) return 'strong_buy';
-  if (score > 0.1) return 'buy';
-  if (score >= -0.1) return 'neutral';
-  if (score >= -0.5) return 'sell';
+export function signalLevel(score: number, bands: SignalModel['bands'] = MODEL_V1.bands): SignalLevel {
+  if (score > bands.strong) return 'strong_buy';
+  if (score > bands.buy) return 'buy';
+  if (score >= -bands.buy) return 'neutral';
+  if (score >= -bands.strong) return 'sell';
   return 'strong_sell';
+}
+
+/** Rank of a level on the scale strong_sell (-2) .. strong_buy (+2). */
+const LEVEL_RANK: Record<SignalLevel, number> = { strong_sell: -2, sell: -1, neutral: 0, buy: 1, strong_buy: 2 };
+
+/**
+ * The level a score points to given the level currently reported (hysteresis): the score
+ * must pass the current level's band edge by `margin` to leave it; it then gets the level of
+ * the band it is in.
+ */
+export function levelWithHysteresis(score: number, current: SignalLevel, model: Pick<SignalModel, 'bands' | 'margin'>): SignalLevel {
+  const raw = signalLevel(score, model.bands);
+  if (raw === current || model.margin <= 0) return raw;
+  const shifted = signalLevel(LEVEL_RANK[raw] > LEVEL_RANK[current] ? score - model.margin : score + model.margin, model.bands);
+  return shifted === current ? current : raw;
 }
 
 /** Factor scoring functions (pure, documented in docs/methodology.md). */
@@ -77,6 +177,34 @@ export const factorScores = {
   chain_health: (score: number) => clamp((score - 50) / 50, -1, 1),
   /** The BTC regime's raw score, as is. */
   regime: (score: number) => clamp(score, -1, 1),
+};
+
+/**
+ * Factor scoring of model v2 (docs/methodology.md, "Signal model v2"). Moves are measured in
+ * units of the asset's own daily volatility `sd` (fraction), so a 10 % move means less for
+ * DOGE than for BTC.
+ */
+export const factorScoresV2 = {
+  /**
+   * Trend filter: for n = 50 and 200, z = ln(close / SMA-n) / (sd * sqrt(n / 3)) (the spread of
+   * the distance to an n-day mean under a random walk); score = mean of tanh(z).
+   */
+  trend: (close: number, sma50: number, sma200: number, sd: number) =>
+    0.5 * Math.tanh(Math.log(close / sma50) / (sd * Math.sqrt(50 / 3))) +
+    0.5 * Math.tanh(Math.log(close / sma200) / (sd * Math.sqrt(200 / 3))),
+  /**
+   * Time-series momentum (Moskowitz, Ooi & Pedersen 2012; Liu & Tsyvinski 2021): the mean over
+   * the horizons h of tanh(ln(1 + r_h) / (sd * sqrt(h))), the h-day return in standard deviations.
+   */
+  momentum: (retsPct: readonly number[], horizons: readonly number[], sd: number) => {
+    let s = 0;
+    for (let k = 0; k < horizons.length; k++) s += Math.tanh(Math.log(1 + retsPct[k]! / 100) / (sd * Math.sqrt(horizons[k]!)));
+    return s / horizons.length;
+  },
+  /** Contrarian only when oversold (Wilder's 30): (30 - RSI) / 15 clipped to [0, 1], so RSI 15 scores +1; 0 from 30 up. */
+  rsi: (rsi: number) => (rsi < 30 ? clamp((30 - rsi) / 15, 0, 1) : 0),
+  /** Read with the trend (as the BTC regime reads it): (value - 50) / 50, greed bullish, fear bearish. */
+  fear_greed: (v: number) => clamp((v - 50) / 50, -1, 1),
 };
 
 /**
@@ -132,6 +260,10 @@ interface DayContext {
   ret30: number | null;
   vol30: number | null;
   volN: number;
+  /** Daily volatility (fraction) of the last 90 days' returns; null when not warm. */
+  sd: number | null;
+  /** Returns (%) over the model's momentum horizons; null entries when a base day is missing. */
+  mom: (number | null)[];
   fg: FearGreedPoint | null;
   fgFresh: boolean;
   fr: FundingPoint | null;
@@ -143,7 +275,25 @@ interface DayContext {
 }
 
 /** Raw score of a factor on one day, or null when the factor has no usable data. */
-function factorRawScore(name: FactorName, x: DayContext): number | null {
+function factorRawScore(name: FactorName, x: DayContext, model: SignalModel): number | null {
+  if (model.scoring === 'v2') {
+    switch (name) {
+      case 'trend':
+        return x.sma50 !== null && x.sma200 !== null && x.sma50 > 0 && x.sma200 > 0 && x.sd !== null && x.sd > 0
+          ? factorScoresV2.trend(x.close, x.sma50, x.sma200, x.sd)
+          : null;
+      case 'momentum':
+        return x.sd !== null && x.sd > 0 && x.mom.every((m) => m !== null)
+          ? factorScoresV2.momentum(x.mom as number[], model.momentumDays, x.sd)
+          : null;
+      case 'rsi':
+        return x.rsi !== null ? factorScoresV2.rsi(x.rsi) : null;
+      case 'fear_greed':
+        return x.fg && x.fgFresh ? factorScoresV2.fear_greed(x.fg.value) : null;
+      default:
+        break;
+    }
+  }
   switch (name) {
     case 'trend':
       return x.sma50 !== null && x.sma200 !== null && x.sma50 > 0 && x.sma200 > 0
@@ -172,11 +322,65 @@ interface SeriesContext {
   src: Record<FactorName, string>;
   /** Whether the caller passed a funding series at all (null = the asset has no funding source). */
   hasFunding: boolean;
+  model: SignalModel;
 }
 
 /** The full factor entry of a present factor (score, weight and contribution already rounded). */
 function describeFactor(name: FactorName, x: DayContext, score: number, weight: number, contribution: number, sc: SeriesContext): Factor {
   const ss = fmt(score, 4);
+  if (sc.model.scoring === 'v2') {
+    const sdPct = x.sd !== null ? x.sd * 100 : 0;
+    const f = (value: number | string, unit: string, explanation: string, asOf = x.date): Factor => ({
+      name,
+      value,
+      unit,
+      score,
+      weight,
+      contribution,
+      explanation,
+      source: sc.src[name],
+      as_of: asOf,
+    });
+    switch (name) {
+      case 'momentum': {
+        const h = sc.model.momentumDays;
+        const parts = h.map((d, k) => `${d}-day return ${pct(x.mom[k]!)}`).join(', ');
+        return f(
+          round(x.mom[0]!, 2),
+          `% over ${h[0]} days`,
+          `${parts} against a daily volatility of ${fmt(sdPct)}%; time-series momentum score ${ss}.`,
+        );
+      }
+      case 'rsi': {
+        const rv = x.rsi!;
+        return f(
+          round(rv, 2),
+          'RSI-14 (0..100)',
+          `RSI-14 is ${fmt(rv)} (${rv < 30 ? 'oversold' : 'not oversold'}); read contrarian only when oversold (below 30), score ${ss}.`,
+        );
+      }
+      case 'fear_greed': {
+        const fg = x.fg!;
+        return f(
+          fg.value,
+          'index 0..100',
+          `Crypto Fear & Greed is ${fg.value} (${fg.classification}) on ${fg.date}; read with the trend (greed bullish, fear bearish), score ${ss}.`,
+          fg.date,
+        );
+      }
+      case 'trend': {
+        const p50 = (x.close / x.sma50! - 1) * 100;
+        const p200 = (x.close / x.sma200! - 1) * 100;
+        return f(
+          round(p200, 2),
+          '% vs SMA-200',
+          `Close ${fmt(x.close)} is ${pct(p50)} vs its 50-day SMA (${fmt(x.sma50!)}) and ${pct(p200)} vs its 200-day SMA (${fmt(x.sma200!)}), with a daily volatility of ${fmt(sdPct)}%; volatility-normalised trend score ${ss}.`,
+        );
+      }
+      default:
+        break;
+    }
+  }
   switch (name) {
     case 'trend': {
       const p50 = (x.close / x.sma50! - 1) * 100;
@@ -284,8 +488,15 @@ function missingReason(name: FactorName, x: DayContext, sc: SeriesContext): stri
   const stale = (what: string, from: string) => `newest ${what} is from ${from}, more than ${SIGNAL_STALENESS_DAYS} days before ${d}`;
   switch (name) {
     case 'trend':
+      if (x.sma200 !== null && x.sd === null)
+        return `needs ${VOL_MIN_RETURNS} daily returns in the last ${VOL_WINDOW_DAYS} days for volatility, ${x.volN} available`;
       return `needs ${SMA_LONG} daily closes for the 200-day SMA, ${x.i + 1} available`;
     case 'momentum':
+      if (sc.model.scoring === 'v2') {
+        const k = x.mom.findIndex((m) => m === null);
+        if (k >= 0) return `no close dated ${addDays(d, -sc.model.momentumDays[k]!)} (${sc.model.momentumDays[k]} days before ${d})`;
+        return `needs ${VOL_MIN_RETURNS} daily returns in the last ${VOL_WINDOW_DAYS} days for volatility, ${x.volN} available`;
+      }
       return x.ret30 === null
         ? `no close dated ${addDays(d, -MOMENTUM_DAYS)} (30 days before ${d})`
         : `needs ${VOL_MIN_RETURNS} daily returns in the last ${VOL_WINDOW_DAYS} days for volatility, ${x.volN} available`;
@@ -350,7 +561,7 @@ function settle<T>(target: object, key: string, value: T): T {
  *   history costs little until a day is inspected. The numbers are fixed at computation.
  * @throws RangeError when an input series is not strictly ascending or has a bad date/value.
  */
-export function computeSignalSeries(input: SignalInput): SignalResult[] {
+export function computeSignalSeries(input: SignalInput, model: SignalModel = CURRENT_MODEL): SignalResult[] {
   const { asset, candles, fearGreed, regime, chainHealth, sources } = input;
   const funding = input.funding;
   assertAscending(candles, `${asset} candles`);
@@ -367,6 +578,8 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
   const sma200 = sma(closes, SMA_LONG);
   const rsi = rsiWilder(closes, RSI_PERIOD);
   const ret30 = returnOverCalendarDays(candles, MOMENTUM_DAYS);
+  const momRets =
+    model.scoring === 'v2' ? model.momentumDays.map((h) => (h === MOMENTUM_DAYS ? ret30 : returnOverCalendarDays(candles, h))) : [];
   // Day numbers of the side inputs, parsed once.
   const fgDn = fearGreed.map((p) => dayNumber(p.date));
   const frDn = funding ? funding.map((p) => dayNumber(p.date)) : [];
@@ -382,8 +595,9 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
   let volS = 0;
   let volS2 = 0;
 
-  const applicable = FACTOR_ORDER.filter((f) => f !== 'chain_health' || chainHealth !== null);
-  const applicableWeight = applicable.reduce((a, f) => a + SIGNAL_WEIGHTS[f], 0);
+  const weightsOf = model.weights;
+  const applicable = FACTOR_ORDER.filter((f) => weightsOf[f] > 0 && (f !== 'chain_health' || chainHealth !== null));
+  const applicableWeight = applicable.reduce((a, f) => a + weightsOf[f], 0);
   const sc: SeriesContext = {
     asset,
     sources,
@@ -397,7 +611,17 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
       regime: 'BTC market regime (price vs SMA-200, 30-day return, RSI-14, Fear & Greed, funding; see /regime)',
     },
     hasFunding: funding !== null,
+    model,
   };
+  if (model.scoring === 'v2') {
+    sc.src.trend = `${sources.prices}; ln(close / SMA-50) and ln(close / SMA-200) over daily volatility (last ${VOL_WINDOW_DAYS} days)`;
+    sc.src.momentum = `${sources.prices}; ${model.momentumDays.join(', ')}-day log returns over daily volatility (last ${VOL_WINDOW_DAYS} days) x sqrt(horizon)`;
+    sc.src.rsi = `${sources.prices}; Wilder RSI-14 of daily closes, contrarian below 30 only: (30 - RSI) / 15, clipped`;
+    sc.src.fear_greed = `${sources.fear_greed}; read with the trend: (value - 50) / 50`;
+  }
+  let level: SignalLevel | null = null;
+  let candidate: SignalLevel | null = null;
+  let run = 0;
   // Renormalized weights per set of present factors (at most 2^7 sets), keyed by bit mask.
   const weightMemo = new Map<number, number[]>();
   let fg = -1;
@@ -441,6 +665,8 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
       vol30:
         volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) * Math.sqrt(MOMENTUM_DAYS) : null,
       volN,
+      sd: volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) / 100 : null,
+      mom: momRets.map((m) => m[i] ?? null),
       fg: fg >= 0 ? fearGreed[fg]! : null,
       fgFresh: fg >= 0 && today - fgDn[fg]! <= SIGNAL_STALENESS_DAYS,
       fr: fr >= 0 ? funding![fr]! : null,
@@ -456,7 +682,7 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
     let mask = 0;
     for (let k = 0; k < applicable.length; k++) {
       const name = applicable[k]!;
-      const s = factorRawScore(name, x);
+      const s = factorRawScore(name, x, model);
       if (s === null) continue;
       names.push(name);
       scores.push(round(s, 4));
@@ -467,7 +693,7 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
       weights =
         names.length > 0
           ? normalizeWeights(
-              names.map((n) => SIGNAL_WEIGHTS[n]),
+              names.map((n) => weightsOf[n]),
               4,
             )
           : [];
@@ -481,7 +707,7 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
     for (let k = 0; k < names.length; k++) {
       sum += contributions[k]!;
       absSum += w[k]! * Math.abs(scores[k]!);
-      baseW += SIGNAL_WEIGHTS[names[k]!];
+      baseW += weightsOf[names[k]!];
     }
     const score = round(sum, 4);
     let ws = 0;
@@ -493,8 +719,27 @@ export function computeSignalSeries(input: SignalInput): SignalResult[] {
     // history is mostly consumed for signal/score only, and building every explanation
     // eagerly costs most of the run time and ~70 MB for 11 assets.
     const lazy = { x, names, scores, w, contributions };
+    // Level: hysteresis around the bands, then confirmation over consecutive days.
+    const current: SignalLevel = level ?? signalLevel(score, model.bands);
+    const proposed: SignalLevel = levelWithHysteresis(score, current, model);
+    level = current;
+    if (proposed === current) {
+      candidate = null;
+      run = 0;
+    } else {
+      if (proposed === candidate) run++;
+      else {
+        candidate = proposed;
+        run = 1;
+      }
+      if (run >= model.confirmDays) {
+        level = proposed;
+        candidate = null;
+        run = 0;
+      }
+    }
     const result: SignalResult = {
-      signal: signalLevel(score),
+      signal: level,
       score,
       confidence: round(coverage * agreement, 4),
       get factors(): Factor[] {

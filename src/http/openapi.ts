@@ -36,6 +36,12 @@ import {
   ThesisListSchema,
   ThesisSchema,
 } from '../services/schemas/theses.ts';
+import {
+  AssetWindowMetricsSchema,
+  BacktestReportSchema,
+  TrackRecordSchema,
+  WindowMetricsSchema,
+} from '../services/schemas/track-record.ts';
 import { ErrorEnvelopeSchema, MetaSchema, okEnvelope } from './envelope.ts';
 import { EXAMPLE_META, ERROR_EXAMPLES, HEADER_EXAMPLES, SUCCESS_EXAMPLES } from './openapi-examples.ts';
 
@@ -93,6 +99,10 @@ const COMPONENTS: [z.ZodType, string][] = [
   [AssetsDataSchema, 'Assets'],
   [HistoryEntrySchema, 'HistoryEntry'],
   [HistoryDataSchema, 'SignalHistory'],
+  [WindowMetricsSchema, 'WindowMetrics'],
+  [AssetWindowMetricsSchema, 'AssetWindowMetrics'],
+  [BacktestReportSchema, 'BacktestReport'],
+  [TrackRecordSchema, 'TrackRecord'],
   // Request bodies (input only, hence named `CreateKeyInput`, `RevokeKeyInput`, `NewThesisInput`, `NewConditionInput`).
   [CreateKeyInput, 'CreateKey'],
   [RevokeKeyInput, 'RevokeKey'],

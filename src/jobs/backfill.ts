@@ -1,11 +1,13 @@
+import { CURRENT_MODEL } from '../engine/signal.ts';
 import type { MarketService } from '../services/market.ts';
 import type { HistoryRepo } from '../store/history-repo.ts';
 
 /**
- * Version of the signal model. Stored with each backfill so a model change is visible;
- * bump it when the engine's output for a past day would change.
+ * Version of the served signal model (CURRENT_MODEL.version in src/engine/signal.ts). Stored
+ * with each history row and each backfill: a new version computes its own history beside the
+ * old one's rows; bump it when the engine's output for a past day would change.
  */
-export const ENGINE_VERSION = 'signals-v1';
+export const ENGINE_VERSION = CURRENT_MODEL.version;
 
 /** Per asset: rows inserted (0 when skipped) and whether a previous run already covered it. */
 export interface BackfillResult {

@@ -1,7 +1,7 @@
 import { CHAIN_HEALTH_METRICS, computeChainHealthSeries } from '../engine/chain-health.ts';
 import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
-import { computeSignalSeries, signalChanges } from '../engine/signal.ts';
+import { computeSignalSeries, CURRENT_MODEL, type SignalModel, signalChanges } from '../engine/signal.ts';
 import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } from '../engine/types.ts';
 import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
 import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
@@ -9,6 +9,8 @@ import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider, SeriesFreshness } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
 import { staleness, staleReason, type FreshnessInput } from './freshness.ts';
+import { trackRecord } from './backtest.ts';
+import type { TrackRecordData } from './schemas/track-record.ts';
 import { fresh, type Served } from './served.ts';
 import type {
   AssetsData,
@@ -49,6 +51,8 @@ interface MarketState {
   regimeSeries: RegimeResult[];
   chainHealthSeries: Map<ChainId, ChainHealthResult[]>;
   signalSeries: Map<string, SignalResult[]>;
+  /** The served model's series by model (key: the model as JSON). */
+  models: Map<string, Map<string, SignalResult[]>>;
 }
 
 /** Computes the whole-history regime, chain-health and signal series of `data`. */
@@ -68,29 +72,49 @@ function computeState(data: MarketData): MarketState {
     for (const [m, s] of Object.entries(data.chains.get(c.chain) ?? {})) metrics[m] = s.points;
     chainHealthSeries.set(c.chain, computeChainHealthSeries({ chain: c.chain, metrics, regimeByDate, dates }));
   }
+  const state: MarketState = { data, regimeSeries, chainHealthSeries, signalSeries, models: new Map() };
+  for (const [asset, series] of signalSeriesOf(state, CURRENT_MODEL)) signalSeries.set(asset, series);
+  return state;
+}
+
+/**
+ * The signal series of every asset with data under `model` (computed point-in-time, each
+ * day from data up to that day). The served model's series is computed once per state and
+ * kept; other models (the backtest's parameter sets) are computed on each call.
+ */
+function signalSeriesOf(state: MarketState, model: SignalModel): Map<string, SignalResult[]> {
+  const key = JSON.stringify(model);
+  const hit = state.models.get(key);
+  if (hit) return hit;
+  const { data } = state;
+  const out = new Map<string, SignalResult[]>();
   for (const a of data.assets) {
     const candles = data.candles.get(a.asset) ?? [];
     if (candles.length === 0) continue;
     const funding = data.funding.get(a.asset) ?? null;
-    signalSeries.set(
+    out.set(
       a.asset,
-      computeSignalSeries({
-        asset: a.asset,
-        candles,
-        fearGreed: data.fearGreed,
-        funding,
-        regime: regimeSeries,
-        chainHealth: a.chain ? (chainHealthSeries.get(a.chain) ?? null) : null,
-        sources: {
-          prices: data.priceSources.get(a.asset) ?? 'dataset',
-          fear_greed: data.fearGreedSource,
-          funding: funding ? (data.fundingSources.get(a.asset) ?? null) : null,
-          chain_health: a.chain ? `chain health of ${a.chain} (see /chain-health/${a.chain})` : null,
+      computeSignalSeries(
+        {
+          asset: a.asset,
+          candles,
+          fearGreed: data.fearGreed,
+          funding,
+          regime: state.regimeSeries,
+          chainHealth: a.chain ? (state.chainHealthSeries.get(a.chain) ?? null) : null,
+          sources: {
+            prices: data.priceSources.get(a.asset) ?? 'dataset',
+            fear_greed: data.fearGreedSource,
+            funding: funding ? (data.fundingSources.get(a.asset) ?? null) : null,
+            chain_health: a.chain ? `chain health of ${a.chain} (see /chain-health/${a.chain})` : null,
+          },
         },
-      }),
+        model,
+      ),
     );
   }
-  return { data, regimeSeries, chainHealthSeries, signalSeries };
+  if (model === CURRENT_MODEL) state.models.set(key, out);
+  return out;
 }
 
 /**
@@ -138,6 +162,14 @@ export class MarketService {
   /** `live` when the ingest job feeds the store, else `offline`. */
   get mode(): 'offline' | 'live' {
     return this.options.mode ?? 'offline';
+  }
+
+  /**
+   * The signal series of every asset with data under `model`, computed point-in-time (the
+   * served model's is computed once per state; the backtest's parameter sets on each call).
+   */
+  seriesFor(model: SignalModel): Map<string, SignalResult[]> {
+    return signalSeriesOf(this.#state, model);
   }
 
   /**
@@ -289,6 +321,7 @@ export class MarketService {
       change_7d_pct: pct(7),
       since,
       as_of: last.as_of,
+      model_version: CURRENT_MODEL.version,
       ...staleness(this.#assetInputs(a), ref),
     };
     if (includeFactors) {
@@ -493,6 +526,15 @@ export class MarketService {
   }
 
   /**
+   * The published track record (GET /track-record): the walk-forward backtest and the live
+   * period of the served model. Computed on first use (a few seconds: three whole-history
+   * series per parameter set) and then served from the memo.
+   */
+  trackRecord(): Cached<TrackRecordData> {
+    return this.#cached('track-record', () => trackRecord(this));
+  }
+
+  /**
    * The signal changes of every asset, computed point-in-time (each from data up to its own
    * day), oldest first.
    */
@@ -511,7 +553,7 @@ export class MarketService {
   async signalHistory(asked: string, days: number, limit: number): Promise<Cached<HistoryData>> {
     const a = this.#resolve(asked);
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
-    const entries = await this.history.listChanges(a.asset, addDays(this.asOf, -(days - 1)), this.asOf, limit);
-    return fresh<HistoryData>({ asset: a.asset, days, limit, entries });
+    const entries = await this.history.listChanges(a.asset, addDays(this.asOf, -(days - 1)), this.asOf, limit, CURRENT_MODEL.version);
+    return fresh<HistoryData>({ asset: a.asset, days, limit, model_version: CURRENT_MODEL.version, entries });
   }
 }

@@ -6,6 +6,8 @@ import type { SignalLevel } from '../engine/types.ts';
 
 /** One stored signal change (see `signal_history`): the engine's change, as computed that day. */
 export type StoredChange = SignalChange;
+/** A stored change with the model version that computed it. */
+export type VersionedChange = StoredChange & { model_version: string };
 
 /** Rows per INSERT statement during a backfill (keeps statements well under parameter limits). */
 const BATCH = 500;
@@ -28,8 +30,9 @@ export class HistoryRepo {
   }
 
   /**
-   * Stores the signal changes of one asset through `throughDate`, in one transaction:
-   * existing rows (same asset and day) are kept as they are (history is never rewritten),
+   * Stores the signal changes of one asset computed by model `engineVersion` through
+   * `throughDate`, in one transaction: existing rows (same asset, model version and day) are
+   * kept as they are (history is never rewritten),
    * so re-running is idempotent. Records `throughDate` so a restart can skip the work.
    * @returns the number of rows inserted.
    */
@@ -46,6 +49,7 @@ export class HistoryRepo {
           confidence: c.confidence,
           priceUsd: c.price_usd,
           factors: c.factors,
+          modelVersion: engineVersion,
         }));
         const res = await tx.insert(signalHistory).values(rows).onConflictDoNothing().returning({ id: signalHistory.id });
         inserted += res.length;
@@ -62,13 +66,21 @@ export class HistoryRepo {
   }
 
   /**
-   * Signal changes of `asset` with `from <= changed_at <= to`, newest first, at most `limit`.
+   * Signal changes of `asset` computed by model `modelVersion` with `from <= changed_at <= to`,
+   * newest first, at most `limit`.
    */
-  async listChanges(asset: string, from: string, to: string, limit: number): Promise<StoredChange[]> {
+  async listChanges(asset: string, from: string, to: string, limit: number, modelVersion: string): Promise<VersionedChange[]> {
     const rows = await this.db
       .select()
       .from(signalHistory)
-      .where(and(eq(signalHistory.asset, asset), gte(signalHistory.changedAt, from), lte(signalHistory.changedAt, to)))
+      .where(
+        and(
+          eq(signalHistory.asset, asset),
+          eq(signalHistory.modelVersion, modelVersion),
+          gte(signalHistory.changedAt, from),
+          lte(signalHistory.changedAt, to),
+        ),
+      )
       .orderBy(desc(signalHistory.changedAt))
       .limit(limit);
     return rows.map((r) => ({
@@ -79,6 +91,7 @@ export class HistoryRepo {
       confidence: r.confidence,
       price_usd: r.priceUsd,
       factors: r.factors,
+      model_version: r.modelVersion,
     }));
   }
 

@@ -52,9 +52,11 @@ export const signalHistory = pgTable(
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
     factors: jsonb('factors').$type<Factor[]>().notNull(),
+    /** The signal model that computed the row (e.g. 'signals-v2'); each version has its own history. */
+    modelVersion: text('model_version').notNull().default('signals-v1'),
     recordedAt: timestampDefaultNow('recorded_at'),
   },
-  (t) => [uniqueIndex('signal_history_asset_changed_at').on(t.asset, t.changedAt)],
+  (t) => [uniqueIndex('signal_history_asset_model_changed_at').on(t.asset, t.modelVersion, t.changedAt)],
 );
 
 /** The signal of each asset as served for one as-of day (the snapshot the API answers from). */

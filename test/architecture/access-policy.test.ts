@@ -40,6 +40,7 @@ function restCall(op: Operation): { method: 'GET' | 'POST' | 'DELETE'; url: stri
     getSignalHistory: { method: 'GET', url: '/api/v1/signal-history/bitcoin', input: { asset: 'bitcoin', days: 30, limit: 5 } },
     getStatus: { method: 'GET', url: '/api/v1/status', input: {} },
     getPrices: { method: 'GET', url: '/api/v1/prices/btc?days=30', input: { asset: 'btc', days: 30 } },
+    getTrackRecord: { method: 'GET', url: '/api/v1/track-record', input: {} },
     createKey: { method: 'POST', url: '/api/v1/keys/create', body: { name: 'p' }, input: { name: 'p' } },
     listKeys: { method: 'GET', url: '/api/v1/keys', input: {} },
     revokeKey: { method: 'POST', url: '/api/v1/keys/revoke', body: { key_id: missing }, input: { key_id: missing } },
@@ -133,6 +134,7 @@ const REST_ONLY = [
   'getChainMetrics',
   'getPrices',
   'getStatus',
+  'getTrackRecord',
   'createKey',
   'listKeys',
   'revokeKey',
@@ -143,7 +145,7 @@ const REST_ONLY = [
 ];
 
 test('every operation has a REST call and a policy; the six MCP tools wrap operations; the others are REST only', () => {
-  assert.equal(OPERATIONS.length, 18);
+  assert.equal(OPERATIONS.length, 19);
   assert.equal(TOOLS.length, 6);
   for (const op of OPERATIONS) {
     restCall(op);

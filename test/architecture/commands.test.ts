@@ -54,6 +54,21 @@ test('backfill runs without loading Fastify, the identity provider or the MCP SD
   assert.match(r.stdout, /signal history backfill/);
 });
 
+test('backtest runs without a database, Fastify, the identity provider or the MCP SDK, and prints the walk-forward report as JSON', async () => {
+  const r = await cli(['backtest', '--walk-forward', '--from', '2024-01-01', '--json'], {
+    FORBID_MODULES: [...HTTP_STACK, '@modelcontextprotocol/sdk', '@electric-sql/pglite', 'pg'].join(','),
+  });
+  assert.equal(r.code, 0, r.stderr);
+  const report = JSON.parse(r.stdout);
+  assert.equal(report.mode, 'walk_forward');
+  assert.equal(report.model_version, 'signals-v2');
+  assert.deepEqual(
+    report.choices.map((c: { year: number }) => c.year),
+    [2024, 2025],
+  );
+  assert.equal(report.assets.length, 11);
+});
+
 test('users set-tier runs without loading Fastify, the identity provider or the MCP SDK', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'mi-cli-'));
   tmp.push(dir);

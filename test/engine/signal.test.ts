@@ -2,7 +2,18 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { computeChainHealthSeries } from '../../src/engine/chain-health.ts';
 import { computeRegimeSeries, regimeAt } from '../../src/engine/regime.ts';
-import { computeSignalSeries, SIGNAL_WEIGHTS, signalChanges, signalLevel } from '../../src/engine/signal.ts';
+import {
+  computeSignalSeries,
+  CURRENT_MODEL,
+  levelWithHysteresis,
+  MODEL_V1,
+  MODEL_V2,
+  SIGNAL_WEIGHTS,
+  SIGNAL_WEIGHTS_V2,
+  signalChanges,
+  signalLevel,
+} from '../../src/engine/signal.ts';
+import { SIGNAL_LEVELS } from '../../src/engine/types.ts';
 import type { Candle, SignalResult } from '../../src/engine/types.ts';
 import { addDays } from '../../src/engine/util.ts';
 import { ASSETS, loadCandles, loadChain, loadFearGreed, loadFunding } from './real-data.ts';
@@ -53,16 +64,45 @@ describe('signalLevel', () => {
     ];
     for (const [s, level] of cases) assert.equal(signalLevel(s), level, `score ${s}`);
   });
+
+  it("model v2's bands are symmetric, so strong_sell is as reachable as strong_buy", () => {
+    const b = MODEL_V2.bands;
+    assert.equal(signalLevel(b.strong + 0.0001, b), 'strong_buy');
+    assert.equal(signalLevel(b.strong, b), 'buy');
+    assert.equal(signalLevel(b.buy, b), 'neutral');
+    assert.equal(signalLevel(-b.buy, b), 'neutral');
+    assert.equal(signalLevel(-b.buy - 0.0001, b), 'sell');
+    assert.equal(signalLevel(-b.strong, b), 'sell');
+    assert.equal(signalLevel(-b.strong - 0.0001, b), 'strong_sell');
+  });
+});
+
+describe('levelWithHysteresis', () => {
+  const m = { bands: { buy: 0.3, strong: 0.55 }, margin: 0.05 };
+  it('leaves the current level only when the score passes its band edge by the margin', () => {
+    assert.equal(levelWithHysteresis(0.32, 'neutral', m), 'neutral'); // in the buy band, not 0.05 past its edge
+    assert.equal(levelWithHysteresis(0.36, 'neutral', m), 'buy');
+    assert.equal(levelWithHysteresis(0.27, 'buy', m), 'buy'); // below 0.3 but not below 0.25
+    assert.equal(levelWithHysteresis(0.24, 'buy', m), 'neutral');
+    assert.equal(levelWithHysteresis(-0.7, 'buy', m), 'strong_sell'); // a jump goes straight to the score's band
+    assert.equal(levelWithHysteresis(0.2, 'neutral', m), 'neutral');
+  });
+  it('is the plain band without a margin', () => {
+    for (const s of [-0.9, -0.4, 0, 0.4, 0.9])
+      assert.equal(levelWithHysteresis(s, 'neutral', { ...m, margin: 0 }), signalLevel(s, m.bands));
+  });
 });
 
 describe('computeSignalSeries', () => {
-  it('base weights sum to 1', () => {
+  it('base weights sum to 1 (v1 and v2); the service serves v2', () => {
     assert.ok(Math.abs(Object.values(SIGNAL_WEIGHTS).reduce((a, b) => a + b, 0) - 1) < 1e-12);
+    assert.ok(Math.abs(Object.values(SIGNAL_WEIGHTS_V2).reduce((a, b) => a + b, 0) - 1) < 1e-12);
+    assert.equal(CURRENT_MODEL.version, 'signals-v2');
   });
 
-  it('hand-checked: contrarian F&G and funding, renormalized weights, confidence', () => {
-    // 10 flat candles: trend, momentum and RSI are cold; no regime given
-    const r = computeSignalSeries({
+  it('hand-checked v2: Fear & Greed read with the trend, contrarian funding, confirmation, confidence', () => {
+    // 10 flat candles: momentum and RSI are cold; no regime given; trend is not part of v2.
+    const series = computeSignalSeries({
       asset: 'x',
       candles: flat(10),
       fearGreed: [{ date: day(9), value: 20, classification: 'Extreme Fear' }],
@@ -70,7 +110,75 @@ describe('computeSignalSeries', () => {
       regime: [],
       chainHealth: null,
       sources: SOURCES,
-    }).at(-1)!;
+    });
+    const r = series.at(-1)!;
+    const f = Object.fromEntries(r.factors.map((x) => [x.name, x]));
+    assert.deepEqual(Object.keys(f), ['fear_greed', 'funding_rate']);
+    assert.equal(f.fear_greed!.score, -0.6); // (20 - 50) / 50: fear is bearish in v2
+    assert.equal(f.funding_rate!.score, -0.5); // (0.0001 - 0.0003) / 0.0004
+    assert.equal(f.fear_greed!.weight, 0.5); // 0.25 / (0.25 + 0.25)
+    assert.equal(f.funding_rate!.weight, 0.5);
+    assert.equal(r.score, -0.55); // -0.3 - 0.25
+    // Day 8 (funding only, -0.5) and day 9 (-0.55) point to sell, but a new level needs 3 days.
+    assert.equal(series[8]!.score, -0.5);
+    assert.deepEqual(
+      series.map((s) => s.signal),
+      Array(10).fill('neutral'),
+    );
+    // coverage 0.5 / 0.9 (chain_health not applicable, trend not in v2) x agreement 1
+    assert.equal(r.confidence, Math.round((0.5 / 0.9) * 1e4) / 1e4);
+    assert.deepEqual(
+      r.missing_factors.map((m) => m.name),
+      ['momentum', 'rsi', 'regime'],
+    );
+    assert.match(f.fear_greed!.explanation, /20 \(Extreme Fear\)/);
+  });
+
+  it('v2 confirmation: a level changes on the third consecutive day its band holds, in the band of that day', () => {
+    // Funding alone drives the score: -0.5 (sell band) for 3 days from day 5, then back to 0.
+    const funding = Array.from({ length: 12 }, (_, i) => ({ date: day(i), rate: i >= 5 && i <= 7 ? 0.0003 : 0.0001 }));
+    const series = computeSignalSeries({
+      asset: 'x',
+      candles: flat(12),
+      fearGreed: [],
+      funding,
+      regime: [],
+      chainHealth: null,
+      sources: SOURCES,
+    });
+    assert.deepEqual(
+      series.map((s) => s.signal),
+      // sell from day 7 (the third day at -0.5); neutral again on day 10, the third day back at 0
+      ['neutral', 'neutral', 'neutral', 'neutral', 'neutral', 'neutral', 'neutral', 'sell', 'sell', 'sell', 'neutral', 'neutral'],
+    );
+    // Two days in the band are not enough.
+    const short = funding.map((p, i) => ({ ...p, rate: i >= 5 && i <= 6 ? 0.0003 : 0.0001 }));
+    const s2 = computeSignalSeries({
+      asset: 'x',
+      candles: flat(12),
+      fearGreed: [],
+      funding: short,
+      regime: [],
+      chainHealth: null,
+      sources: SOURCES,
+    });
+    assert.ok(s2.every((s) => s.signal === 'neutral'));
+  });
+
+  it('hand-checked v1 (still available for the backtest): contrarian F&G and funding, renormalized weights, confidence', () => {
+    // 10 flat candles: trend, momentum and RSI are cold; no regime given
+    const r = computeSignalSeries(
+      {
+        asset: 'x',
+        candles: flat(10),
+        fearGreed: [{ date: day(9), value: 20, classification: 'Extreme Fear' }],
+        funding: [{ date: day(8), rate: 0.0003 }],
+        regime: [],
+        chainHealth: null,
+        sources: SOURCES,
+      },
+      MODEL_V1,
+    ).at(-1)!;
     const f = Object.fromEntries(r.factors.map((x) => [x.name, x]));
     assert.deepEqual(Object.keys(f), ['fear_greed', 'funding_rate']);
     assert.equal(f.fear_greed!.score, 0.6); // (50 - 20) / 50
@@ -114,21 +222,25 @@ describe('computeSignalSeries', () => {
     assert.ok(withF.factors.some((f) => f.name === 'funding_rate'));
     assert.ok(!noF.factors.some((f) => f.name === 'funding_rate'));
     assert.deepEqual(noF.missing_factors, [{ name: 'funding_rate', reason: 'no funding-rate source for ethereum' }]);
-    const present = noF.factors.reduce((a, f) => a + SIGNAL_WEIGHTS[f.name], 0);
-    assert.ok(Math.abs(present - 0.8) < 1e-12); // 0.9 applicable - 0.1 funding
-    for (const f of noF.factors) assert.ok(Math.abs(f.weight - SIGNAL_WEIGHTS[f.name] / present) <= 0.0001, `${f.name} ${f.weight}`);
+    const present = noF.factors.reduce((a, f) => a + SIGNAL_WEIGHTS_V2[f.name], 0);
+    assert.ok(Math.abs(present - 0.65) < 1e-12); // 0.9 applicable (no chain, no trend in v2) - 0.25 funding
+    for (const f of noF.factors) assert.ok(Math.abs(f.weight - SIGNAL_WEIGHTS_V2[f.name] / present) <= 0.0001, `${f.name} ${f.weight}`);
     assert.ok(Math.abs(noF.factors.reduce((a, f) => a + f.weight, 0) - 1) < 1e-9);
   });
 
   it('on real data, every day: contributions sum to the score, weights to 1, levels and ranges hold', () => {
+    const seen = new Set<string>();
     for (const a of realSeries()) {
       assert.equal(a.series.length, a.candles.length);
       for (const [i, s] of a.series.entries()) {
+        seen.add(s.signal);
         assert.equal(s.as_of, a.candles[i]!.date);
         const sum = s.factors.reduce((acc, f) => acc + f.contribution, 0);
         assert.ok(Math.abs(sum - s.score) < 1e-9, `${a.asset} ${s.as_of}: ${sum} vs ${s.score}`);
         if (s.factors.length > 0) assert.ok(Math.abs(s.factors.reduce((acc, f) => acc + f.weight, 0) - 1) < 1e-9);
-        assert.equal(s.signal, signalLevel(s.score));
+        // Hysteresis and confirmation: the level either carries over or changes to the band of the day's score.
+        const prev = i > 0 ? a.series[i - 1]!.signal : null;
+        if (prev !== s.signal) assert.equal(s.signal, signalLevel(s.score, MODEL_V2.bands), `${a.asset} ${s.as_of}`);
         assert.ok(s.score >= -1 && s.score <= 1);
         assert.ok(s.confidence >= 0 && s.confidence <= 1);
         for (const f of s.factors) {
@@ -137,11 +249,12 @@ describe('computeSignalSeries', () => {
           assert.ok(f.as_of <= s.as_of, 'no factor input from the future');
         }
         const names = new Set([...s.factors.map((f) => f.name), ...s.missing_factors.map((m) => m.name)]);
-        assert.equal(names.size, a.chain ? 7 : 6);
+        assert.equal(names.size, a.chain ? 6 : 5); // v2 has no own-asset trend factor
       }
       const last = a.series.at(-1)!;
       if (!a.funding) assert.ok(last.missing_factors.some((m) => m.name === 'funding_rate'));
     }
+    assert.deepEqual([...seen].sort(), [...SIGNAL_LEVELS].sort(), 'all five levels occur, strong_sell included');
   });
 });
 

@@ -13,6 +13,9 @@ import {
   SignalEntrySchema,
   SignalsDataSchema,
 } from '../../src/services/schemas/market.ts';
+import { TrackRecordSchema } from '../../src/services/schemas/track-record.ts';
+import { runBacktest } from '../../src/services/backtest.ts';
+import { CURRENT_MODEL } from '../../src/engine/signal.ts';
 import { readCsv } from '../helpers/env.ts';
 import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
 import { BAD_CREDENTIALS, runSharedSecurityTests, securityContext } from '../helpers/security.ts';
@@ -75,6 +78,7 @@ describe('signals', { skip: SKIP }, () => {
           const row = rows.find((x) => x.date === env.meta.as_of)!;
           assert.equal(s.price_usd, Number(row.close), s.asset);
           assert.equal(s.as_of, '2025-09-30');
+          assert.equal(s.model_version, 'signals-v2', 'says which model produced it');
           assert.equal(s.factors, undefined, 'factors only on request');
           const prev = rows.find((x) => x.date === '2025-09-29')!;
           assert.ok(Math.abs(s.change_24h_pct! - (Number(row.close) / Number(prev.close) - 1) * 100) < 1e-3);
@@ -90,8 +94,8 @@ describe('signals', { skip: SKIP }, () => {
           const sum = s.factors.reduce((a, f) => a + f.contribution, 0);
           assert.ok(Math.abs(sum - s.score) < 1e-6, `${s.asset}: ${sum} vs ${s.score}`);
           const names: string[] = s.factors.map((f): string => f.name).concat(s.missing_factors!.map((f) => f.name));
-          for (const n of ['trend', 'momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime'])
-            assert.ok(names.includes(n), `${s.asset} ${n}`);
+          // Model v2's factors (its own-asset trend has weight 0 and is not part of it).
+          for (const n of ['momentum', 'rsi', 'fear_greed', 'funding_rate', 'regime']) assert.ok(names.includes(n), `${s.asset} ${n}`);
         }
         // Assets without funding history report the factor as missing instead of inventing it.
         const doge = env.data.signals.find((s) => s.asset === 'dogecoin')!;
@@ -321,7 +325,9 @@ describe('signal history', { skip: SKIP }, () => {
         const env = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/bitcoin?days=365&limit=200')).body);
         assert.equal(env.data.days, 365);
         assert.equal(env.data.limit, 200);
+        assert.equal(env.data.model_version, 'signals-v2');
         assert.ok(env.data.entries.length > 0);
+        assert.ok(env.data.entries.every((e) => e.model_version === 'signals-v2'));
         for (let i = 1; i < env.data.entries.length; i++) assert.ok(env.data.entries[i - 1]!.changed_at > env.data.entries[i]!.changed_at);
         for (const e of env.data.entries) {
           assert.ok(e.changed_at >= '2024-10-01' && e.changed_at <= '2025-09-30');
@@ -445,5 +451,42 @@ describe('prices', { skip: SKIP }, () => {
 
   describe('security', () => {
     runSharedSecurityTests(harness, { name: 'GET /prices/{asset}', method: 'GET', path: () => '/api/v1/prices/btc', policy: 'public' });
+  });
+});
+
+describe('track record', { skip: SKIP }, () => {
+  describe('happy', () => {
+    test('GET /api/v1/track-record: public, the walk-forward report of the served model per asset and pooled, no live period yet', async () => {
+      const r = await get('/api/v1/track-record');
+      assert.equal(r.status, 200, r.raw);
+      const env = okEnvelope(TrackRecordSchema).parse(r.body);
+      const d = env.data;
+      assert.equal(d.model_version, CURRENT_MODEL.version);
+      assert.equal(d.walk_forward.mode, 'walk_forward');
+      assert.equal(d.walk_forward.from, '2020-01-01');
+      assert.equal(d.walk_forward.to, '2025-09-30');
+      assert.equal(d.walk_forward.cost_bps, 10);
+      assert.equal(d.walk_forward.assets.length, 11);
+      assert.deepEqual(
+        d.walk_forward.choices.map((c) => c.year),
+        [2020, 2021, 2022, 2023, 2024, 2025],
+      );
+      for (const c of d.walk_forward.choices) assert.ok(c.trained_through < `${c.year}-01-01`, 'chosen on earlier data only');
+      // The same figures as the backtest command computes (one implementation).
+      assert.deepEqual(d.walk_forward, JSON.parse(JSON.stringify(runBacktest(h.svc.market, { from: '2020-01-01', walkForward: true }))));
+      assert.equal(d.live.from, '2025-10-01');
+      assert.equal(d.live.days, 0);
+      assert.equal(d.live.report, null);
+      assert.match(d.live.note, /no live period yet/);
+      // Served from the memo afterwards: the same answer.
+      const again = await get('/api/v1/track-record');
+      assert.equal(again.status, 200);
+      assert.deepEqual(again.body.data, r.body.data);
+    });
+  });
+  describe('errors', () => {
+    test('GET /api/v1/track-record takes no path below it: 404 in the envelope', async () => {
+      expectError(await get('/api/v1/track-record/btc'), 404, 'NOT_FOUND');
+    });
   });
 });

@@ -19,8 +19,11 @@ import { testConfig } from '../helpers/env.ts';
 
 /** Warnings docs/openapi.md justifies ("Lint"). */
 const JUSTIFIED_WARNINGS = new Set(['info-license']);
-/** Size bound of the document: 149 KB of inline schemas before components, ~69 KB after (with examples). */
-const MAX_BYTES = 85_000;
+/**
+ * Size bound of the document: 149 KB of inline schemas before components, ~69 KB after (with
+ * examples); ~88 KB with GET /track-record (its metrics schemas are components, referenced).
+ */
+const MAX_BYTES = 95_000;
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
 
 let svc: Service;
@@ -158,6 +161,9 @@ describe('OpenAPI document', () => {
       'Thesis',
       'ThesisHealth',
       'KeyView',
+      'TrackRecord',
+      'BacktestReport',
+      'WindowMetrics',
     ]) {
       assert.ok(doc.components.schemas[name], `components.schemas.${name}`);
     }

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT_DIR } from '../../src/config.ts';
+import { CURRENT_MODEL } from '../../src/engine/signal.ts';
 import { addDays } from '../../src/engine/util.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
 import { createLiveSources } from '../../src/providers/live/index.ts';
@@ -137,7 +138,7 @@ describe('live ingest replay on PostgreSQL with two instances', () => {
           );
         }
         for (const asset of bundled ? (await bundled.load(served)).assets.map((x) => x.asset) : []) {
-          const stored = (await a.repos.history.listChanges(asset, '2000-01-01', served, 100_000)).reverse();
+          const stored = (await a.repos.history.listChanges(asset, '2000-01-01', served, 100_000, CURRENT_MODEL.version)).reverse();
           assert.deepEqual(withoutSources(stored), withoutSources(batch.changes(asset)), `stored history of ${asset} through ${served}`);
         }
       }

@@ -8,7 +8,7 @@ import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
 import { MarketService } from '../../src/services/market.ts';
 import { openDatabase } from '../../src/store/db.ts';
 import { HistoryRepo } from '../../src/store/history-repo.ts';
-import { runBackfill } from '../../src/jobs/backfill.ts';
+import { ENGINE_VERSION, runBackfill } from '../../src/jobs/backfill.ts';
 import { createService } from '../../src/server.ts';
 import { testConfig } from '../helpers/env.ts';
 
@@ -44,7 +44,7 @@ async function storedHistory(dataDir: string, upTo: string) {
     await runBackfill(market, new HistoryRepo(db.db));
     const repo = new HistoryRepo(db.db);
     const out: Record<string, unknown[]> = {};
-    for (const a of market.data.assets) out[a.asset] = await repo.listChanges(a.asset, '1900-01-01', upTo, 100000);
+    for (const a of market.data.assets) out[a.asset] = await repo.listChanges(a.asset, '1900-01-01', upTo, 100000, ENGINE_VERSION);
     return out;
   } finally {
     await db.close();
@@ -88,12 +88,13 @@ describe('signal history backfill', () => {
       assert.equal(res.length, 11);
       const repo = new HistoryRepo(db.db);
       for (const a of ['bitcoin', 'hyperliquid']) {
-        const rows = (await repo.listChanges(a, '1900-01-01', '2100-01-01', 100000)).reverse();
+        const rows = (await repo.listChanges(a, '1900-01-01', '2100-01-01', 100000, ENGINE_VERSION)).reverse();
         assert.equal(rows[0]!.previous_signal, null);
         for (let i = 1; i < rows.length; i++) {
           assert.equal(rows[i]!.previous_signal, rows[i - 1]!.signal, `${a} ${rows[i]!.changed_at}`);
           assert.notEqual(rows[i]!.signal, rows[i]!.previous_signal);
           assert.ok(rows[i]!.factors.length > 0);
+          assert.equal(rows[i]!.model_version, ENGINE_VERSION);
         }
       }
     } finally {

@@ -36,7 +36,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       // Idempotent: the same rows again insert nothing and rewrite nothing.
       const again = [...rows.slice(0, 2), { ...change('2024-02-01', 'strong_sell', 'neutral') }];
       assert.equal(await repo.storeChanges('bitcoin', again, '2024-02-10', 'v-test'), 0);
-      const listed = await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 10);
+      const listed = await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 10, 'v-test');
       assert.deepEqual(
         listed.map((r) => r.changed_at),
         ['2024-02-01', '2024-01-05', '2024-01-01'],
@@ -47,11 +47,25 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
       // Window and limit.
       assert.deepEqual(
-        (await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10)).map((r) => r.changed_at),
+        (await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10, 'v-test')).map((r) => r.changed_at),
         ['2024-01-05'],
       );
-      assert.equal((await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 2)).length, 2);
-      assert.equal((await repo.listChanges('ethereum', '2000-01-01', '2100-01-01', 10)).length, 0);
+      assert.equal((await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 2, 'v-test')).length, 2);
+      assert.equal((await repo.listChanges('ethereum', '2000-01-01', '2100-01-01', 10, 'v-test')).length, 0);
+      assert.equal(listed[0]!.model_version, 'v-test');
+      // A new model version stores its own history beside the old one's, on the same days.
+      assert.equal(await repo.storeChanges('bitcoin', [change('2024-01-01', 'sell', null)], '2024-02-10', 'v-test-2'), 1);
+      const v2 = await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 10, 'v-test-2');
+      assert.deepEqual(
+        v2.map((r) => [r.changed_at, r.signal, r.model_version]),
+        [['2024-01-01', 'sell', 'v-test-2']],
+      );
+      assert.equal(
+        (await repo.listChanges('bitcoin', '2024-01-01', '2024-12-31', 10, 'v-test')).length,
+        3,
+        'the old version keeps its rows',
+      );
+      assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test-2' });
     });
 
     test('a failing batch leaves no half-written state', async (t) => {
@@ -59,7 +73,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       const repo = new HistoryRepo(ctx.db.db);
       const bad = [change('2024-03-01', 'buy', null), { ...change('2024-03-02', 'sell', 'buy'), score: null as unknown as number }];
       await assert.rejects(repo.storeChanges('litecoin', bad, '2024-03-02', 'v-test'));
-      assert.equal((await repo.listChanges('litecoin', '2000-01-01', '2100-01-01', 10)).length, 0);
+      assert.equal((await repo.listChanges('litecoin', '2000-01-01', '2100-01-01', 10, 'v-test')).length, 0);
       assert.equal(await repo.backfillState('litecoin'), null);
     });
 

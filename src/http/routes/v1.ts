@@ -70,6 +70,7 @@ export async function v1Routes(
   route(ops.getSignalHistory, { method: 'GET', url: '/signal-history/:asset', params: AssetParam, querystring: HistoryQuery });
   route(ops.getStatus, { method: 'GET', url: '/status' });
   route(ops.getPrices, { method: 'GET', url: '/prices/:asset', params: AssetParam, querystring: PricesQuery });
+  route(ops.getTrackRecord, { method: 'GET', url: '/track-record' });
 
   route(ops.createKey, { method: 'POST', url: '/keys/create', body: CreateKeyInput.optional() });
   route(ops.listKeys, { method: 'GET', url: '/keys' });

@@ -14,6 +14,7 @@ import {
   SignalsDataSchema,
   StatusDataSchema,
 } from '../schemas/market.ts';
+import { TrackRecordSchema } from '../schemas/track-record.ts';
 
 /**
  * The market questions: signals, regime, chain health, chain metrics, assets, signal history.
@@ -169,4 +170,16 @@ export const getPrices = defineOperation({
   }),
   output: PricesDataSchema,
   run: (s, _caller, input) => s.market.prices(input.asset, input.days),
+});
+
+export const getTrackRecord = defineOperation({
+  name: 'getTrackRecord',
+  tag: 'signals',
+  summary: 'Track record of the signal model',
+  description:
+    'How the signals did: the walk-forward, out-of-sample backtest from 2020-01-01 (parameters chosen each year on earlier data only, 10 bps per position change) per asset and pooled, and the live period since the served model version went live. REST only (no MCP tool). Method: docs/methodology.md, "Evaluation"; the same figures are in docs/track-record.md.',
+  policy: PUBLIC,
+  input: None,
+  output: TrackRecordSchema,
+  run: (s) => s.market.trackRecord(),
 });

@@ -48,6 +48,7 @@ export const SignalEntrySchema = z.object({
   since: Day.describe('Day the current signal value began'),
   as_of: Day.describe('Day of the newest data used'),
   ...Stale,
+  model_version: z.string().describe("The signal model that produced this signal (e.g. 'signals-v2'; docs/methodology.md)"),
   factors: z.array(FactorSchema).optional().describe('With include_factors=true'),
   missing_factors: z.array(MissingFactorSchema).optional().describe('With include_factors=true: factors without data, not invented'),
 });
@@ -160,6 +161,7 @@ export const HistoryEntrySchema = z.object({
   confidence: z.number(),
   price_usd: z.number(),
   factors: z.array(FactorSchema),
+  model_version: z.string().describe('The signal model that computed this change'),
 });
 
 /** `data` of GET /signal-history/{asset}: changes newest first. */
@@ -167,6 +169,7 @@ export const HistoryDataSchema = z.object({
   asset: z.string(),
   days: z.number().int(),
   limit: z.number().int(),
+  model_version: z.string().describe('The signal model whose history this is (each version has its own)'),
   entries: z.array(HistoryEntrySchema).describe('Newest first'),
 });
 

@@ -1,0 +1,151 @@
+/**
+ * Text renderings of a backtest report: the terminal table of `backtest` and the Markdown of
+ * docs/track-record.md (`backtest --walk-forward --markdown`). Pure string building.
+ */
+import type { WindowMetrics } from '../engine/backtest.ts';
+import { SIGNAL_LEVELS } from '../engine/types.ts';
+import type { BacktestReport } from './backtest.ts';
+
+const pct = (x: number | null | undefined, d = 1) => (x === null || x === undefined ? 'n/a' : `${(x * 100).toFixed(d)}%`);
+const pts = (x: number | null | undefined) => (x === null || x === undefined ? 'n/a' : `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`);
+const num = (x: number | null | undefined, d = 2) => (x === null || x === undefined ? 'n/a' : x.toFixed(d));
+
+/** Columns of the per-asset table. */
+const COLUMNS: [string, (m: WindowMetrics) => string][] = [
+  ['B&H return', (m) => pct(m.buy_and_hold.total_return, 0)],
+  ['B&H Sharpe', (m) => num(m.buy_and_hold.sharpe)],
+  ['B&H max DD', (m) => pct(m.buy_and_hold.max_drawdown, 0)],
+  ['L/F return', (m) => pct(m.long_flat.total_return, 0)],
+  ['L/F Sharpe', (m) => num(m.long_flat.sharpe)],
+  ['L/F max DD', (m) => pct(m.long_flat.max_drawdown, 0)],
+  ['L/S Sharpe', (m) => num(m.long_short.sharpe)],
+  ['L/S max DD', (m) => pct(m.long_short.max_drawdown, 0)],
+  ['exposure', (m) => pct(m.long_flat.exposure, 0)],
+  ['trades', (m) => String(m.long_flat.trades)],
+  ['median run (d)', (m) => num(m.median_run_days, 1)],
+  ['reversed ≤3d', (m) => pct(m.reversed_within_3d)],
+  ['buy edge (pts)', (m) => pts(m.hit_rates.buy_edge_30d)],
+  ['sell edge (pts)', (m) => pts(m.hit_rates.sell_edge_30d)],
+  ['IC 7d', (m) => num(m.ic_7d, 3)],
+  ['IC 30d', (m) => num(m.ic_30d, 3)],
+];
+
+function rows(r: BacktestReport): [string, WindowMetrics][] {
+  return [...r.assets.map((a) => [a.symbol, a] as [string, WindowMetrics]), ['pooled', r.pooled]];
+}
+
+function header(r: BacktestReport): string {
+  const mode =
+    r.mode === 'walk_forward'
+      ? 'walk-forward, out of sample'
+      : `fixed parameters${r.bands ? ` (bands ${r.bands.buy}/${r.bands.strong})` : ''}`;
+  return `${r.model_version}, ${mode}, ${r.from} → ${r.to}, ${r.cost_bps} bps per unit of position change`;
+}
+
+/** The terminal table of a report (one row per asset and the pool, then levels, confidence and choices). */
+export function formatTable(r: BacktestReport): string {
+  const head = ['asset', ...COLUMNS.map((c) => c[0])];
+  const body = rows(r).map(([name, m]) => [name, ...COLUMNS.map((c) => c[1](m))]);
+  const widths = head.map((h, k) => Math.max(h.length, ...body.map((b) => b[k]!.length)));
+  const line = (cells: string[]) => cells.map((c, k) => (k === 0 ? c.padEnd(widths[k]!) : c.padStart(widths[k]!))).join('  ');
+  const out = [header(r), '', line(head), ...body.map(line), ''];
+  out.push(`levels (share of asset-days): ${SIGNAL_LEVELS.map((l) => `${l} ${pct(r.pooled.levels[l])}`).join(', ')}`);
+  out.push(
+    `hit rate of buy/sell days by confidence: ${r.pooled.confidence.map((c) => `[${c.from}, ${c.to}${c.to === 1 ? ']' : ')'} ${pct(c.hit_rate)} (${c.days} d)`).join(', ')}`,
+  );
+  for (const c of r.choices) out.push(`${c.year}: bands ${c.bands.buy}/${c.bands.strong} chosen on data through ${c.trained_through}`);
+  return out.join('\n') + '\n';
+}
+
+/** Counts of the issue's must-show targets (docs/track-record.md). */
+export function targets(r: BacktestReport): { label: string; value: string; met: boolean }[] {
+  const sharpeWins = r.assets.filter((a) => (a.long_flat.sharpe ?? -Infinity) >= (a.buy_and_hold.sharpe ?? Infinity)).length;
+  const ddWins = r.assets.filter((a) => a.long_flat.max_drawdown >= 0.6 * a.buy_and_hold.max_drawdown).length;
+  const p = r.pooled;
+  const minLevel = Math.min(...SIGNAL_LEVELS.map((l) => p.levels[l]));
+  const n = r.assets.length;
+  return [
+    { label: `long/flat Sharpe ≥ buy-and-hold Sharpe on at least 8 of ${n} assets`, value: `${sharpeWins} of ${n}`, met: sharpeWins >= 8 },
+    { label: `long/flat max drawdown ≤ 60% of buy-and-hold's on at least 8 of ${n} assets`, value: `${ddWins} of ${n}`, met: ddWins >= 8 },
+    { label: 'pooled buy edge ≥ +3 points', value: pts(p.hit_rates.buy_edge_30d), met: (p.hit_rates.buy_edge_30d ?? -1) >= 0.03 },
+    { label: 'pooled sell edge ≥ +3 points', value: pts(p.hit_rates.sell_edge_30d), met: (p.hit_rates.sell_edge_30d ?? -1) >= 0.03 },
+    { label: 'pooled 30-day IC > 0.03', value: num(p.ic_30d, 3), met: (p.ic_30d ?? -1) > 0.03 },
+    { label: 'median run of a level ≥ 7 days', value: `${num(p.median_run_days, 1)} days`, met: (p.median_run_days ?? 0) >= 7 },
+    {
+      label: 'under 15% of level changes reversed within 3 days',
+      value: pct(p.reversed_within_3d),
+      met: (p.reversed_within_3d ?? 1) < 0.15,
+    },
+    { label: 'every level on at least 2% of asset-days', value: `lowest ${pct(minLevel)}`, met: minLevel >= 0.02 },
+  ];
+}
+
+/**
+ * docs/track-record.md: the walk-forward report with the command line and commit that produced it.
+ * @param meta.command the exact command line; meta.commit the git commit of the code (or 'unknown').
+ */
+export function trackRecordMarkdown(r: BacktestReport, meta: { command: string; commit: string }): string {
+  const md: string[] = [];
+  md.push('# Track record');
+  md.push('');
+  md.push(
+    'Generated by the project itself from the bundled dataset; do not edit by hand. The same figures are served by ' +
+      '`GET /api/v1/track-record` (with the live period of the served model). Method and definitions: ' +
+      '[methodology.md](methodology.md#evaluation).',
+  );
+  md.push('');
+  md.push(`- Command: \`${meta.command}\``);
+  md.push(`- Code: commit \`${meta.commit}\``);
+  md.push(`- ${header(r)}; a position decided at the close of day t earns close t → close t+1.`);
+  md.push('');
+  md.push('## Targets (issue #10), out of sample');
+  md.push('');
+  md.push('| target | result | met |');
+  md.push('|---|---|---|');
+  for (const t of targets(r)) md.push(`| ${t.label} | ${t.value} | ${t.met ? 'yes' : '**no**'} |`);
+  md.push('');
+  md.push('## Per asset and pooled');
+  md.push('');
+  md.push(
+    'Returns are compounded over the window; Sharpe is daily × √365; max DD is the largest fall from a peak. L/F = long/flat ' +
+      '(long on buy and strong_buy), L/S = long/short (short on sell and strong_sell). Edges are in percentage points against ' +
+      "the window's base rate of 30-day rises (buy) or falls (sell). The pool is an equal-weight portfolio of the assets with data each day; " +
+      'its hit rates, ICs, runs and levels pool all asset-days.',
+  );
+  md.push('');
+  md.push(`| asset | ${COLUMNS.map((c) => c[0]).join(' | ')} |`);
+  md.push(`|---|${COLUMNS.map(() => '---:').join('|')}|`);
+  for (const [name, m] of rows(r)) md.push(`| ${name} | ${COLUMNS.map((c) => c[1](m)).join(' | ')} |`);
+  md.push('');
+  md.push('## Levels');
+  md.push('');
+  md.push(`| ${SIGNAL_LEVELS.join(' | ')} |`);
+  md.push(`|${SIGNAL_LEVELS.map(() => '---:').join('|')}|`);
+  md.push(`| ${SIGNAL_LEVELS.map((l) => pct(r.pooled.levels[l])).join(' | ')} |`);
+  md.push('');
+  md.push('## Confidence');
+  md.push('');
+  md.push('Share of buy/strong_buy days followed by a 30-day rise and of sell/strong_sell days followed by a 30-day fall, by confidence.');
+  md.push('');
+  md.push('| confidence | asset-days | hit rate |');
+  md.push('|---|---:|---:|');
+  for (const c of r.pooled.confidence) md.push(`| [${c.from}, ${c.to}${c.to === 1 ? ']' : ')'} | ${c.days} | ${pct(c.hit_rate)} |`);
+  if (r.choices.length > 0) {
+    md.push('');
+    md.push('## Walk-forward choices');
+    md.push('');
+    md.push(
+      'For each year the level bands (buy / strong) were chosen from the grid by the pooled long/short Sharpe on all decision days up to the date shown.',
+    );
+    md.push('');
+    md.push(`| year | trained through | chosen | ${r.choices[0]!.candidates.map((c) => `${c.bands.buy}/${c.bands.strong}`).join(' | ')} |`);
+    md.push(`|---|---|---|${r.choices[0]!.candidates.map(() => '---:').join('|')}|`);
+    for (const c of r.choices) {
+      md.push(
+        `| ${c.year} | ${c.trained_through} | ${c.bands.buy}/${c.bands.strong} | ${c.candidates.map((x) => num(x.objective)).join(' | ')} |`,
+      );
+    }
+  }
+  md.push('');
+  return md.join('\n');
+}

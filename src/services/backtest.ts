@@ -1,0 +1,239 @@
+/**
+ * The backtest driver (docs/methodology.md, "Evaluation"): evaluates the signal series the
+ * service itself computes (MarketService.seriesFor, the same point-in-time computation as the
+ * served signals and the history backfill) with the pure metrics of src/engine/backtest.ts,
+ * over a fixed window or walk-forward.
+ */
+import { assetMetrics, DEFAULT_COST_BPS, pooledMetrics, type SignalDay, type WindowMetrics } from '../engine/backtest.ts';
+import { CURRENT_MODEL, MODEL_V1, MODEL_V2_GRID, MODEL_V2_LIVE_FROM, modelV2, type SignalModel } from '../engine/signal.ts';
+import type { SignalResult } from '../engine/types.ts';
+import { addDays } from '../engine/util.ts';
+import type { MarketData } from '../providers/port.ts';
+
+/** What the driver needs from MarketService (kept minimal so MarketService can import this file). */
+export interface BacktestSource {
+  readonly data: MarketData;
+  readonly asOf: string;
+  seriesFor(model: SignalModel): Map<string, SignalResult[]>;
+}
+
+/** First scored year of the walk-forward. */
+export const WALK_FORWARD_FIRST_YEAR = 2020;
+/** Start of the default evaluation window (the walk-forward's first scored day). */
+export const DEFAULT_FROM = `${WALK_FORWARD_FIRST_YEAR}-01-01`;
+
+/** Options of {@link runBacktest}. */
+export interface BacktestOptions {
+  /** First and last decision day (YYYY-MM-DD, inclusive); `to` defaults to the data's as-of day. */
+  from: string;
+  to?: string;
+  /** Cost per unit of position change, basis points (default 10). */
+  costBps?: number;
+  /** Walk-forward (model v2's bands chosen per year on prior data) instead of one fixed model. */
+  walkForward?: boolean;
+  /** Fixed-mode model: 'signals-v1' or 'signals-v2' (the served one, default). */
+  model?: string;
+}
+
+/** One year's parameter choice in walk-forward mode. */
+export interface YearChoice {
+  year: number;
+  /** The data the choice was made on: decision days up to this date (so every 30-day forward return is before the year). */
+  trained_through: string;
+  bands: SignalModel['bands'];
+  /** Objective of every candidate: pooled long/short Sharpe on the training data. */
+  candidates: { bands: SignalModel['bands']; objective: number | null }[];
+}
+
+/** One asset's metrics with its id. */
+export type AssetWindowMetrics = WindowMetrics & { asset: string; symbol: string };
+
+/** The backtest report (the `backtest --json` output and the walk-forward part of GET /track-record). */
+export interface BacktestReport {
+  model_version: string;
+  mode: 'fixed' | 'walk_forward';
+  from: string;
+  to: string;
+  cost_bps: number;
+  /** Bands of the fixed model, or null in walk-forward mode (see `choices`). */
+  bands: SignalModel['bands'] | null;
+  choices: YearChoice[];
+  pooled: WindowMetrics;
+  assets: AssetWindowMetrics[];
+}
+
+/**
+ * `src` with the series of each model kept for the life of the returned object (one backtest),
+ * so a walk-forward computes each parameter set once and frees them afterwards.
+ */
+export function withSeriesMemo(src: BacktestSource): BacktestSource {
+  const memo = new Map<string, Map<string, SignalResult[]>>();
+  return {
+    data: src.data,
+    asOf: src.asOf,
+    seriesFor(model) {
+      const key = JSON.stringify(model);
+      let hit = memo.get(key);
+      if (!hit) memo.set(key, (hit = src.seriesFor(model)));
+      return hit;
+    },
+  };
+}
+
+/** Signal days of one asset from a series aligned with its candles. */
+function signalDays(series: readonly SignalResult[], closes: readonly { date: string; close: number }[]): SignalDay[] {
+  return series.map((s, i) => ({ date: s.as_of, close: closes[i]!.close, signal: s.signal, score: s.score, confidence: s.confidence }));
+}
+
+function daysOf(src: BacktestSource, model: SignalModel): Map<string, SignalDay[]> {
+  const out = new Map<string, SignalDay[]>();
+  for (const [asset, series] of src.seriesFor(model)) out.set(asset, signalDays(series, src.data.candles.get(asset)!));
+  return out;
+}
+
+function checkDay(d: string, what: string): void {
+  if (
+    !/^\d{4}-\d{2}-\d{2}$/.test(d) ||
+    Number.isNaN(Date.parse(`${d}T00:00:00Z`)) ||
+    new Date(`${d}T00:00:00Z`).toISOString().slice(0, 10) !== d
+  ) {
+    throw new RangeError(`${what} must be a calendar day YYYY-MM-DD, got '${d}'`);
+  }
+}
+
+/** The model named `version` for a fixed-mode backtest. */
+export function modelByVersion(version: string | undefined): SignalModel {
+  if (version === undefined || version === CURRENT_MODEL.version) return CURRENT_MODEL;
+  if (version === MODEL_V1.version) return MODEL_V1;
+  throw new RangeError(`unknown model '${version}': use ${MODEL_V1.version} or ${CURRENT_MODEL.version}`);
+}
+
+/**
+ * Walk-forward choice of model v2's bands for `year` (or for a period starting on `firstDay`):
+ * the grid entry with the best pooled long/short Sharpe over all decision days up to
+ * `firstDay` minus 31 days (so every 30-day
+ * forward return and every next-day return used lies before the year). Ties go to the earlier
+ * grid entry.
+ */
+export function chooseBands(src: BacktestSource, year: number, costBps: number, firstDay = `${year}-01-01`): YearChoice {
+  const through = addDays(firstDay, -31);
+  const candidates = MODEL_V2_GRID.map((bands) => {
+    const all = [...daysOf(src, modelV2(bands)).values()];
+    const m = pooledMetrics(all, '1970-01-01', through, costBps);
+    return { bands, objective: m.long_short.sharpe };
+  });
+  let best = candidates[0]!;
+  for (const c of candidates) if ((c.objective ?? -Infinity) > (best.objective ?? -Infinity)) best = c;
+  return { year, trained_through: through, bands: best.bands, candidates };
+}
+
+/**
+ * Runs the backtest over [from, to] for every asset with data and pooled.
+ * Fixed mode evaluates one model; walk-forward mode scores each calendar year from 2020 with
+ * the bands chosen on the data before it ({@link chooseBands}) and concatenates the years.
+ * @throws RangeError on a bad day, from > to, a negative cost or an unknown model (the CLI
+ *   prints it as a usage error).
+ */
+export function runBacktest(source: BacktestSource, opts: BacktestOptions): BacktestReport {
+  const src = withSeriesMemo(source);
+  const from = opts.from;
+  const to = opts.to ?? src.asOf;
+  checkDay(from, '--from');
+  checkDay(to, '--to');
+  if (from > to) throw new RangeError(`--from (${from}) is after --to (${to})`);
+  const costBps = opts.costBps ?? DEFAULT_COST_BPS;
+  if (!(Number.isFinite(costBps) && costBps >= 0)) throw new RangeError(`--cost-bps must be a number >= 0, got ${opts.costBps}`);
+
+  let days: Map<string, SignalDay[]>;
+  const choices: YearChoice[] = [];
+  let version: string;
+  let bands: SignalModel['bands'] | null = null;
+  if (opts.walkForward) {
+    if (opts.model !== undefined && opts.model !== CURRENT_MODEL.version)
+      throw new RangeError(`--walk-forward evaluates ${CURRENT_MODEL.version} only`);
+    version = CURRENT_MODEL.version;
+    const firstYear = Math.max(WALK_FORWARD_FIRST_YEAR, Number(from.slice(0, 4)));
+    const lastYear = Number(to.slice(0, 4));
+    for (let y = firstYear; y <= lastYear; y++) choices.push(chooseBands(src, y, costBps));
+    const perYear = new Map(choices.map((c) => [c.year, daysOf(src, modelV2(c.bands))]));
+    days = new Map();
+    const first = choices[0];
+    for (const asset of first ? perYear.get(first.year)!.keys() : []) {
+      const seq = perYear.get(first!.year)!.get(asset)!;
+      days.set(
+        asset,
+        seq.map((d, i) => {
+          const y = Number(d.date.slice(0, 4));
+          const chosen = perYear.get(Math.min(Math.max(y, first!.year), lastYear))!;
+          return chosen.get(asset)![i]!;
+        }),
+      );
+    }
+  } else {
+    const model = modelByVersion(opts.model);
+    version = model.version;
+    bands = model.bands;
+    days = daysOf(src, model);
+  }
+
+  const assets: AssetWindowMetrics[] = [];
+  const pool: SignalDay[][] = [];
+  for (const a of src.data.assets) {
+    const d = days.get(a.asset);
+    if (!d) continue;
+    const m = assetMetrics(d, from, to, costBps);
+    if (m.days === 0) continue;
+    assets.push({ asset: a.asset, symbol: a.symbol, ...m });
+    pool.push(d);
+  }
+  return {
+    model_version: version,
+    mode: opts.walkForward ? 'walk_forward' : 'fixed',
+    from,
+    to,
+    cost_bps: costBps,
+    bands,
+    choices,
+    pooled: pooledMetrics(pool, from, to, costBps),
+    assets,
+  };
+}
+
+/** The published track record (GET /api/v1/track-record). */
+export interface TrackRecord {
+  model_version: string;
+  /** Walk-forward, out of sample, from 2020-01-01 through the data's as-of day, 10 bps per position change. */
+  walk_forward: BacktestReport;
+  /** The served model since it went live (`from` = the first day it was not fitted on). */
+  live: { from: string; to: string; days: number; report: BacktestReport | null; note: string };
+}
+
+/**
+ * The track record: the walk-forward report and the live period of the served model.
+ * Costly (several whole-history series): callers memoize it (MarketService.trackRecord).
+ */
+export function trackRecord(source: BacktestSource): TrackRecord {
+  const src = withSeriesMemo(source);
+  const walk = runBacktest(src, { from: DEFAULT_FROM, to: src.asOf, walkForward: true });
+  const liveFrom = MODEL_V2_LIVE_FROM;
+  let live: TrackRecord['live'];
+  if (src.asOf < liveFrom) {
+    live = {
+      from: liveFrom,
+      to: src.asOf,
+      days: 0,
+      report: null,
+      note: `${CURRENT_MODEL.version} went live on ${liveFrom}; the data of this deployment ends on ${src.asOf}, so there is no live period yet.`,
+    };
+  } else {
+    const report = runBacktest(src, { from: liveFrom, to: src.asOf });
+    live = {
+      from: liveFrom,
+      to: src.asOf,
+      days: report.pooled.days,
+      report,
+      note: `${CURRENT_MODEL.version} as served, from ${liveFrom} (its parameters were fixed on earlier data) through ${src.asOf}; 30-day figures cover days with a known 30-day return.`,
+    };
+  }
+  return { model_version: CURRENT_MODEL.version, walk_forward: walk, live };
+}

@@ -1,0 +1,113 @@
+/**
+ * The backtest driver (src/services/backtest.ts) on the bundled data: point-in-time (cutting
+ * the data after day D changes no result up to D), the served parameters are the walk-forward
+ * rule's choice, and bad options are clear errors.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ROOT_DIR } from '../../src/config.ts';
+import { MODEL_V2, MODEL_V2_LIVE_FROM } from '../../src/engine/signal.ts';
+import { addDays } from '../../src/engine/util.ts';
+import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
+import { chooseBands, runBacktest } from '../../src/services/backtest.ts';
+import { MarketService } from '../../src/services/market.ts';
+
+const tmp: string[] = [];
+after(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true });
+});
+
+/** Copies data/ and deletes every row dated after `day` from every time series. */
+function truncatedDataset(day: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mi-bt-'));
+  tmp.push(dir);
+  cpSync(path.join(ROOT_DIR, 'data'), dir, { recursive: true });
+  const walk = (d: string) => {
+    for (const n of readdirSync(d)) {
+      const p = path.join(d, n);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (n.endsWith('.csv')) {
+        const [head, ...rows] = readFileSync(p, 'utf8').trimEnd().split('\n');
+        writeFileSync(p, [head, ...rows.filter((r) => r.slice(0, 10) <= day)].join('\n') + '\n');
+      }
+    }
+  };
+  walk(dir);
+  return dir;
+}
+
+const plain = (x: unknown) => JSON.parse(JSON.stringify(x));
+let full: MarketService;
+before(async () => {
+  full = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), null);
+});
+
+describe('backtest driver', () => {
+  test('point-in-time: cutting the data after day D changes no result up to D (fixed and walk-forward)', async () => {
+    const D = '2023-06-30';
+    const cut = await MarketService.create(new DatasetProvider(truncatedDataset(D)), null);
+    assert.equal(cut.asOf, D);
+    // Every 30-day forward return of the window is known by D.
+    const to = addDays(D, -30);
+    for (const opts of [
+      { from: '2020-01-01', to, walkForward: true },
+      { from: '2020-01-01', to },
+      { from: '2021-03-01', to, model: 'signals-v1' },
+    ]) {
+      const a = runBacktest(full, opts);
+      const b = runBacktest(cut, opts);
+      assert.ok(a.pooled.days > 700 && a.assets.length >= 9, 'the comparison is about something');
+      assert.deepEqual(plain(b), plain(a), JSON.stringify(opts));
+    }
+    // And the daily series themselves agree up to D.
+    for (const [asset, s] of cut.seriesFor(MODEL_V2)) {
+      const f = full.seriesFor(MODEL_V2).get(asset)!;
+      assert.deepEqual(
+        s.map((x) => [x.as_of, x.signal, x.score, x.confidence]),
+        f.filter((x) => x.as_of <= D).map((x) => [x.as_of, x.signal, x.score, x.confidence]),
+        asset,
+      );
+    }
+  });
+
+  test('walk-forward: each year is scored with bands chosen on data that ends before it', () => {
+    const r = runBacktest(full, { from: '2020-01-01', walkForward: true });
+    assert.equal(r.mode, 'walk_forward');
+    assert.equal(r.bands, null);
+    for (const c of r.choices) {
+      assert.equal(c.trained_through, addDays(`${c.year}-01-01`, -31));
+      const best = Math.max(...c.candidates.map((x) => x.objective ?? -Infinity));
+      assert.equal(c.candidates.find((x) => x.objective === best)!.bands, c.bands);
+    }
+    // The concatenation: the last year's asset-days carry the levels of the model with that year's bands.
+    const y = r.choices.at(-1)!;
+    const alone = runBacktest(full, { from: `${y.year}-01-01`, walkForward: true });
+    assert.deepEqual(alone.choices, [y]);
+    assert.equal(alone.pooled.level_changes <= r.pooled.level_changes, true);
+  });
+
+  test('the served model v2 uses the bands the walk-forward rule picks on all data before it went live', () => {
+    const c = chooseBands(full, 2025, 10, MODEL_V2_LIVE_FROM);
+    assert.equal(c.trained_through, '2025-08-31');
+    assert.deepEqual(c.bands, MODEL_V2.bands);
+  });
+
+  test('bad options are RangeErrors that say what is wrong', () => {
+    assert.throws(() => runBacktest(full, { from: '2020-13-01' }), /--from must be a calendar day/);
+    assert.throws(() => runBacktest(full, { from: '2021-01-01', to: '2020-01-01' }), /is after --to/);
+    assert.throws(() => runBacktest(full, { from: '2021-01-01', costBps: -1 }), /--cost-bps/);
+    assert.throws(() => runBacktest(full, { from: '2021-01-01', model: 'signals-v9' }), /unknown model 'signals-v9'/);
+    assert.throws(() => runBacktest(full, { from: '2021-01-01', walkForward: true, model: 'signals-v1' }), /evaluates signals-v2 only/);
+  });
+
+  test('v1 and v2 differ where the issue asked: v2 reaches strong_sell, changes level less often', () => {
+    const v1 = runBacktest(full, { from: '2020-01-01', model: 'signals-v1' });
+    const v2 = runBacktest(full, { from: '2020-01-01' });
+    assert.equal(v1.pooled.levels.strong_sell, 0);
+    assert.ok(v2.pooled.levels.strong_sell > 0);
+    assert.ok(v2.pooled.level_changes < v1.pooled.level_changes / 3);
+  });
+});
