@@ -415,14 +415,17 @@ describe('prices', { skip: SKIP }, () => {
           volume: Number(x.volume),
         })),
       );
-      // The markers: the level changes in the window are the stored signal history's (dates and levels).
-      const hist = await get('/api/v1/signal-history/bitcoin?days=30&limit=200');
-      const stored = HistoryDataSchema.parse(hist.body.data).entries.filter((e) => e.changed_at > p.candles[0]!.date);
+      // The markers: the level changes in the window are the stored signal history's (dates and
+      // levels). A year's window, so that it holds changes (the model holds a level ~20 days).
+      const year = okEnvelope(PricesDataSchema).parse((await get('/api/v1/prices/BTC?days=365')).body).data;
+      const hist = await get('/api/v1/signal-history/bitcoin?days=365&limit=200');
+      const stored = HistoryDataSchema.parse(hist.body.data).entries.filter((e) => e.changed_at > year.candles[0]!.date);
       assert.deepEqual(
-        p.signal_changes,
+        year.signal_changes,
         stored.reverse().map((e) => ({ date: e.changed_at, signal: e.signal, previous_signal: e.previous_signal })),
       );
-      assert.ok(p.signal_changes.length >= 1);
+      assert.ok(year.signal_changes.length >= 1);
+      assert.ok(year.signal_at_start);
       assert.ok(p.signal_at_start);
     });
 

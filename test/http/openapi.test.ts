@@ -21,9 +21,10 @@ import { testConfig } from '../helpers/env.ts';
 const JUSTIFIED_WARNINGS = new Set(['info-license']);
 /**
  * Size bound of the document: 149 KB of inline schemas before components, ~69 KB after (with
- * examples); ~88 KB with GET /track-record (its metrics schemas are components, referenced).
+ * examples); ~88 KB with GET /track-record (its metrics schemas are components, referenced);
+ * ~100 KB with GET /status and GET /prices (19 operations, each with every error response).
  */
-const MAX_BYTES = 95_000;
+const MAX_BYTES = 110_000;
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
 
 let svc: Service;
