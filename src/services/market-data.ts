@@ -1,23 +1,12 @@
 import type { Candle, ChainId, FundingPoint } from '../engine/types.ts';
 import { ASSETS } from '../providers/assets.ts';
-import { findGaps } from '../providers/dataset/dataset.ts';
+import { cut, findGaps } from '../providers/dataset/dataset.ts';
 import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
 import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
 
 /** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
 export class AsOfOutOfRangeError extends RangeError {
   override name = 'AsOfOutOfRangeError';
-}
-
-function cut<T extends { date: string }>(list: readonly T[], asOf: string): T[] {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (list[mid]!.date <= asOf) lo = mid + 1;
-    else hi = mid;
-  }
-  return list.slice(0, lo);
 }
 
 /**

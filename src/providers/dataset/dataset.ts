@@ -301,7 +301,8 @@ async function loadFull(dir: string): Promise<FullData> {
   };
 }
 
-function cut<T extends { date: string }>(list: T[], asOf: string): T[] {
+/** The points of an ascending list dated on or before `asOf` (the list itself when all are). */
+export function cut<T extends { date: string }>(list: T[], asOf: string): T[] {
   // Lists are sorted by date: binary search for the first element after asOf.
   let lo = 0;
   let hi = list.length;
