@@ -277,3 +277,41 @@ test('backtest: the table by default; bad options are one-line errors', async ()
   assert.equal(badModel.code, 1);
   assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1 or signals-v2\n$/);
 });
+
+test('ingest --once: one live round against local upstreams, a JSON line per series and a summary; a second round stores nothing new', async () => {
+  const { startUpstream } = await import('./helpers/upstream.ts');
+  const { cutDataset, liveEnv } = await import('./helpers/live.ts');
+  const upstream = await startUpstream();
+  // The fake serves the bundled data up to its end (2025-09-30); the service starts 5 days before.
+  upstream.setToday('2025-10-01');
+  const dataDir = cutDataset('2025-09-25');
+  tmp.push(dataDir);
+  const env = { ...liveEnv(upstream, dataDir), LIVE: '0', PGLITE_DIR: path.join(tmpDir(), 'pglite') };
+  try {
+    const first = await cli(['ingest', '--once'], env, { timeoutMs: 240_000 });
+    assert.equal(first.code, 0, first.stderr + first.stdout);
+    const lines = first.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const summary = lines.at(-1)!;
+    assert.equal(summary.failed, 0, first.stdout);
+    assert.equal(summary.as_of, '2025-09-30');
+    assert.ok((summary.rows as number) > 0);
+    const btc = lines.find((l) => l.series === 'candles:bitcoin')!;
+    assert.deepEqual([btc.after, btc.inserted], ['2025-09-25', 5]);
+    const second = await cli(['ingest', '--once'], env, { timeoutMs: 240_000 });
+    assert.equal(second.code, 0, second.stderr);
+    const again = second.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{"series":"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(again.find((l) => l.series === 'candles:bitcoin')!.after, '2025-09-30', 'fetches only what is newer than the store holds');
+    assert.ok(
+      again.every((l) => l.inserted === 0),
+      second.stdout,
+    );
+  } finally {
+    await upstream.close();
+  }
+});
