@@ -5,8 +5,8 @@ import { ConfigError, type Config } from './config.ts';
 import { loggableError } from './errors.ts';
 import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
 import { importBundledDataset } from './jobs/import-dataset.ts';
-import { ingestRound, scheduleIngest, type IngestDeps, type IngestRound, type IngestSchedule } from './jobs/ingest.ts';
-import { createLiveSources, type UpstreamName } from './providers/live/index.ts';
+import type { IngestRound, IngestSchedule } from './jobs/ingest.ts';
+import type { UpstreamName } from './providers/live/index.ts';
 import { newestCompleteDay } from './services/freshness.ts';
 import { DatasetProvider } from './providers/dataset/dataset.ts';
 import type { MarketDataProvider } from './providers/port.ts';
@@ -213,9 +213,16 @@ export async function createCore(
     const u = usage;
     const r = redis;
     let schedule: IngestSchedule | null = null;
-    const ingestDeps: IngestDeps | null = config.LIVE
+    // The live adapters, the scheduler and their libraries are loaded only in live mode.
+    const live = config.LIVE
+      ? await Promise.all([import('./jobs/ingest.ts'), import('./providers/live/index.ts')]).then(([job, providers]) => ({
+          job,
+          providers,
+        }))
+      : null;
+    const ingestDeps = live
       ? {
-          sources: createLiveSources({
+          sources: live.providers.createLiveSources({
             baseUrls: upstreamUrls(config),
             timeoutMs: config.INGEST_TIMEOUT_MS,
             retries: config.INGEST_RETRIES,
@@ -245,14 +252,15 @@ export async function createCore(
       limiter,
       access,
       redis: r,
-      ingest: ingestDeps
-        ? {
-            start() {
-              schedule ??= scheduleIngest(ingestDeps);
-            },
-            once: () => ingestRound(ingestDeps),
-          }
-        : null,
+      ingest:
+        live && ingestDeps
+          ? {
+              start() {
+                schedule ??= live.job.scheduleIngest(ingestDeps);
+              },
+              once: () => live.job.ingestRound(ingestDeps),
+            }
+          : null,
       async stop() {
         await schedule?.stop();
         await u.stop();
