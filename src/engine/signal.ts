@@ -68,15 +68,6 @@ export interface SignalModel {
   confirmDays: number;
   /** Horizons (calendar days) of the time-series momentum factor (v2 scoring). */
   momentumDays: readonly number[];
-  /**
-   * Asset-level trend gate on buys (model v3; absent = none): on a day the asset's close is not
-   * above its own simple moving average of `days` daily closes (or the average is not yet
-   * defined), the level cannot be buy or strong_buy; it is neutral instead. `exit`: 'immediate'
-   * = a reported buy/strong_buy drops to neutral the same day the gate closes (no
-   * confirmation); 'confirm' = the gate only caps the proposed level, which then needs the
-   * usual confirmation.
-   */
-  trendGate?: { kind: 'sma' | 'tsmom' | 'both'; days: number; exit: 'immediate' | 'confirm' };
 }
 
 /** The original model (TradingView bands, no confirmation, contrarian RSI / Fear & Greed / funding). */
@@ -587,9 +578,6 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
   const sma200 = sma(closes, SMA_LONG);
   const rsi = rsiWilder(closes, RSI_PERIOD);
   const ret30 = returnOverCalendarDays(candles, MOMENTUM_DAYS);
-  const gate = model.trendGate;
-  const gateSma = gate && gate.kind !== 'tsmom' ? sma(closes, gate.days) : null;
-  const gateRet = gate && gate.kind !== 'sma' ? returnOverCalendarDays(candles, gate.days) : null;
   const momRets =
     model.scoring === 'v2' ? model.momentumDays.map((h) => (h === MOMENTUM_DAYS ? ret30 : returnOverCalendarDays(candles, h))) : [];
   // Day numbers of the side inputs, parsed once.
@@ -732,26 +720,8 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     // eagerly costs most of the run time and ~70 MB for 11 assets.
     const lazy = { x, names, scores, w, contributions };
     // Level: hysteresis around the bands, then confirmation over consecutive days.
-    // Trend gate (model v3): no buy while the asset is not in its own uptrend.
-    let gateOpen = true;
-    if (gate) {
-      if (gateSma) {
-        const m = gateSma[i];
-        gateOpen = m !== null && m !== undefined && c.close > m;
-      }
-      if (gateRet) {
-        const g = gateRet[i];
-        gateOpen = gateOpen && g !== null && g !== undefined && g > 0;
-      }
-    }
-    let current: SignalLevel = level ?? signalLevel(score, model.bands);
-    if (!gateOpen && (level === null || gate!.exit === 'immediate') && LEVEL_RANK[current] > 0) {
-      current = 'neutral';
-      candidate = null;
-      run = 0;
-    }
-    let proposed: SignalLevel = levelWithHysteresis(score, current, model);
-    if (!gateOpen && LEVEL_RANK[proposed] > 0) proposed = 'neutral';
+    const current: SignalLevel = level ?? signalLevel(score, model.bands);
+    const proposed: SignalLevel = levelWithHysteresis(score, current, model);
     level = current;
     if (proposed === current) {
       candidate = null;
