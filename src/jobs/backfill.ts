@@ -34,7 +34,12 @@ export async function runBackfill(market: MarketService, history: HistoryRepo): 
       out.push({ asset: a.asset, inserted: 0, skipped: true });
       continue;
     }
-    const inserted = await history.storeChanges(a.asset, market.changes(a.asset), through, ENGINE_VERSION);
+    // After the first run only the days after the stored ones are appended: a past day is never
+    // restated, even when inputs that arrived late (chain metrics, a refetched source) would now
+    // compute it differently (docs/live-data.md, "Ingest").
+    const all = market.changes(a.asset);
+    const changes = state && state.engineVersion === ENGINE_VERSION ? all.filter((c) => c.changed_at > state.throughDate) : all;
+    const inserted = await history.storeChanges(a.asset, changes, through, ENGINE_VERSION);
     out.push({ asset: a.asset, inserted, skipped: false });
   }
   await history.saveSnapshots(

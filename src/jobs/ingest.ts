@@ -38,6 +38,18 @@ export interface IngestDeps {
   startAfter: string;
   /** Bound on one series' fetch, ms (all retries included). */
   fetchTimeoutMs: number;
+  /** Aborts the fetches of a round in progress (the service is stopping). */
+  stopSignal?: AbortSignal;
+}
+
+/** Per-process ingest state beside the deps: whether stored rows still await a recompute, and this instance's id in notices. */
+const pending = new WeakMap<IngestDeps, boolean>();
+/** Each instance's id in NOTIFY payloads (`data:<id>`), so an instance ignores its own notices (keyed by its database coordination). */
+const ids = new WeakMap<Coordination, string>();
+function instanceId(c: Coordination): string {
+  let id = ids.get(c);
+  if (!id) ids.set(c, (id = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`));
+  return id;
 }
 
 /** One series' result in a round: rows stored, or the error (the series keeps what it had). */
@@ -92,10 +104,42 @@ function specOf(s: LiveSource, source: string): SeriesSpec {
   };
 }
 
-/** An error message fit for storage and /status: one line, bounded, no stack. */
-function errorText(err: unknown): string {
-  const m = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return m.replace(/\s+/g, ' ').slice(0, 500);
+/**
+ * An error message fit for storage and the public /status: one line, bounded, no stack, no
+ * SQL (a failed query is reported by its cause, e.g. a statement timeout), no URL query
+ * strings (a mirror's URL may carry a key).
+ */
+export function errorText(e: unknown): string {
+  if (e instanceof Error && /^Failed query/.test(e.message)) {
+    const cause = (e as { cause?: unknown }).cause;
+    return `database error while storing: ${cause instanceof Error ? cause.message : 'unknown cause'}; retried next round`
+      .replace(/\s+/g, ' ')
+      .slice(0, 500);
+  }
+  const m = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+  return m
+    .replace(/\?[^\s:,;)]*/g, '')
+    .replace(/\s+/g, ' ')
+    .slice(0, 500);
+}
+
+/** The newest candle day stored over all assets, or null. */
+async function newestStoredCandle(repo: MarketRepo): Promise<string | null> {
+  let newest: string | null = null;
+  for (const s of await repo.seriesStates())
+    if (s.kind === 'candles' && s.newestDate && (!newest || s.newestDate > newest)) newest = s.newestDate;
+  return newest;
+}
+
+/**
+ * Reloads the served state from the store: every series recomputed, the new signal changes
+ * appended (leader only), the answer cache refilled, then swapped in at once.
+ */
+async function recompute(deps: IngestDeps, appendHistory: boolean): Promise<number> {
+  deps.market.reload(await deps.provider.load());
+  const inserted = appendHistory ? (await runBackfill(deps.market, deps.history)).reduce((s, r) => s + r.inserted, 0) : 0;
+  deps.market.warm();
+  return inserted;
 }
 
 /**
@@ -116,7 +160,19 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
     deps.log.warn({ err: errorText(err) }, 'ingest: could not reach the database for the leader lock; skipping this round');
     return none;
   }
-  if (!leader) return none;
+  if (!leader) {
+    // Not the leader: catch up if the leader stored newer data than served (a missed notice).
+    try {
+      const newest = await newestStoredCandle(deps.repo);
+      if (newest && newest > deps.market.asOf) {
+        await recompute(deps, false);
+        deps.log.info({ as_of: deps.market.asOf }, 'ingest: caught up with the data the leader stored');
+      }
+    } catch (err) {
+      deps.log.warn({ err: errorText(err) }, 'ingest: could not check the store for newer data; trying again next round');
+    }
+    return none;
+  }
   const day = (deps.today ?? today)();
   const states = new Map((await deps.repo.seriesStates()).map((s) => [s.series, s]));
   const outcomes = await Promise.all(
@@ -125,7 +181,8 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
       // Asked even when nothing new can be complete yet: some sources (Solana) accumulate samples between rounds.
       const after = states.get(src.series)?.newestDate ?? deps.startAfter;
       try {
-        const got = await src.fetch(after, day, AbortSignal.timeout(deps.fetchTimeoutMs));
+        const timeout = AbortSignal.timeout(deps.fetchTimeoutMs);
+        const got = await src.fetch(after, day, deps.stopSignal ? AbortSignal.any([timeout, deps.stopSignal]) : timeout);
         const rows = sourced(got);
         const fresh = { ...rows, points: rows.points.filter((p) => p.date > after && p.date < day) } as SourcedPoints;
         const inserted = await deps.repo.writeFetched(specOf(src, got.source), fresh);
@@ -144,19 +201,19 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
       'ingest: some series failed; they keep their last good data and are retried next round',
     );
   const stored = outcomes.reduce((s, o) => s + o.inserted, 0);
-  if (stored === 0) {
+  // Rows stored by an earlier round whose recompute failed are recomputed now.
+  if (stored > 0) pending.set(deps, true);
+  if (!pending.get(deps)) {
     deps.market.updateSeriesStatus((await deps.repo.seriesStates()).map(toFreshness));
-    await deps.coordination.notify(MARKET_CHANNEL, 'status').catch(() => {});
+    await deps.coordination.notify(MARKET_CHANNEL, `status:${instanceId(deps.coordination)}`).catch(() => {});
     deps.log.info({ series: outcomes.length, failed: failed.length }, 'ingest: round done, nothing new');
     return { leader: true, outcomes, recomputed: false, historyInserted: 0, recomputeMs: 0 };
   }
   const t1 = performance.now();
-  deps.market.reload(await deps.provider.load());
-  const backfill = await runBackfill(deps.market, deps.history);
-  const historyInserted = backfill.reduce((s, r) => s + r.inserted, 0);
-  deps.market.warm();
+  const historyInserted = await recompute(deps, true);
+  pending.set(deps, false);
   const recomputeMs = Math.round(performance.now() - t1);
-  await deps.coordination.notify(MARKET_CHANNEL, 'data').catch(() => {});
+  await deps.coordination.notify(MARKET_CHANNEL, `data:${instanceId(deps.coordination)}`).catch(() => {});
   deps.log.info(
     { rows: stored, as_of: deps.market.asOf, history_inserted: historyInserted, recompute_ms: recomputeMs, failed: failed.length },
     'ingest: new data stored, state recomputed',
@@ -166,16 +223,15 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
 
 /**
  * Follows the leader (docs/live-data.md, "Several instances"): on each notice, reloads the
- * market state from the store (`data`) or only the series' freshness (`status`). The leader
- * receives its own notices too and ignores them.
+ * market state from the store (`data`) or only the series' freshness (`status`). Notices carry
+ * the sender's id; an instance ignores its own. A notice missed while the connection was down
+ * is made up for at the next round, which compares the store with what is served.
  */
-export async function followIngest(
-  deps: Pick<IngestDeps, 'coordination' | 'market' | 'provider' | 'repo' | 'log'>,
-  isLeader: () => boolean,
-): Promise<void> {
+export async function followIngest(deps: Pick<IngestDeps, 'coordination' | 'market' | 'provider' | 'repo' | 'log'>): Promise<void> {
   let chain = Promise.resolve();
-  await deps.coordination.listen(MARKET_CHANNEL, (payload) => {
-    if (isLeader()) return;
+  await deps.coordination.listen(MARKET_CHANNEL, (notice) => {
+    const [payload, from] = notice.split(':');
+    if (from === instanceId(deps.coordination)) return;
     chain = chain.then(async () => {
       try {
         if (payload === 'data') {
@@ -208,13 +264,10 @@ export interface IngestSchedule {
  */
 export function scheduleIngest(deps: IngestDeps): IngestSchedule {
   let queue: Promise<unknown> = Promise.resolve();
-  let leader = false;
+  const stopping = new AbortController();
+  const roundDeps: IngestDeps = { ...deps, stopSignal: stopping.signal };
   const enqueue = (sources: readonly LiveSource[]) => {
-    const run = queue.then(async () => {
-      const r = await ingestRound(deps, sources);
-      leader = r.leader;
-      return r;
-    });
+    const run = queue.then(() => ingestRound(roundDeps, sources));
     queue = run.catch((err: unknown) => deps.log.warn({ err: errorText(err) }, 'ingest: round failed; retried at the next tick'));
     return run;
   };
@@ -229,14 +282,13 @@ export function scheduleIngest(deps: IngestDeps): IngestSchedule {
         ),
       ),
   );
-  void followIngest(deps, () => leader).catch((err: unknown) =>
-    deps.log.warn({ err: errorText(err) }, 'ingest: cannot listen for reload notices'),
-  );
+  void followIngest(deps).catch((err: unknown) => deps.log.warn({ err: errorText(err) }, 'ingest: cannot listen for reload notices'));
   void enqueue(deps.sources).catch(() => {});
   deps.log.info({ series: deps.sources.length, schedules: [...bySchedule.keys()] }, 'ingest: live mode, scheduled');
   return {
     async stop() {
       for (const j of jobs) j.stop();
+      stopping.abort();
       await queue.catch(() => {});
     },
     runNow: () => enqueue(deps.sources),

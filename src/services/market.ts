@@ -37,6 +37,9 @@ function findDay(candles: Candle[], from: number, date: string): number {
   return -1;
 }
 
+/** The `days` windows of GET /prices whose answers are memoized (the dashboard's and the default). */
+const MEMO_PRICE_DAYS = new Set([30, 90, 180, 365]);
+
 /** Options of the market service. */
 export interface MarketOptions {
   /** `live` when the ingest job feeds the store (GET /status); default `offline`. */
@@ -496,7 +499,11 @@ export class MarketService {
    */
   prices(asked: string, days: number): Cached<PricesData> {
     const a = this.#resolve(asked);
-    return this.#cached(`prices:${a.asset}:${days}`, () => {
+    // Only the usual windows are memoized: one entry per asset and `days` would let a client grow the memo 365-fold.
+    const cache = MEMO_PRICE_DAYS.has(days)
+      ? <T>(key: string, build: () => T) => this.#cached(key, build)
+      : <T>(_key: string, build: () => T) => fresh(build());
+    return cache(`prices:${a.asset}:${days}`, () => {
       const all = this.data.candles.get(a.asset) ?? [];
       if (all.length === 0) throw new ServiceError('NOT_FOUND', `Asset '${asked}' has no price data on or before ${this.asOf}`);
       const from = addDays(this.asOf, -(days - 1));
