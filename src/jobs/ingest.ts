@@ -77,19 +77,10 @@ export interface IngestRound {
 
 const today = () => new Date().toISOString().slice(0, 10);
 
-/** Attaches the series' source to every point, as stored. */
-function sourced(p: SeriesPoints): SourcedPoints {
-  const source = p.source;
-  switch (p.kind) {
-    case 'candles':
-      return { kind: 'candles', points: p.points.map((x) => ({ ...x, source })) };
-    case 'fear_greed':
-      return { kind: 'fear_greed', points: p.points.map((x) => ({ ...x, source })) };
-    case 'funding':
-      return { kind: 'funding', points: p.points.map((x) => ({ ...x, source })) };
-    case 'metric':
-      return { kind: 'metric', points: p.points.map((x) => ({ ...x, source })) };
-  }
+/** The fetched points strictly after `after` and before `today`, each with the fetch's source, as stored. */
+function sourced(p: SeriesPoints, after: string, today: string): SourcedPoints {
+  const points = p.points.filter((x) => x.date > after && x.date < today).map((x) => ({ ...x, source: p.source }));
+  return { kind: p.kind, points } as SourcedPoints;
 }
 
 function specOf(s: LiveSource, source: string): SeriesSpec {
@@ -183,9 +174,7 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
       try {
         const timeout = AbortSignal.timeout(deps.fetchTimeoutMs);
         const got = await src.fetch(after, day, deps.stopSignal ? AbortSignal.any([timeout, deps.stopSignal]) : timeout);
-        const rows = sourced(got);
-        const fresh = { ...rows, points: rows.points.filter((p) => p.date > after && p.date < day) } as SourcedPoints;
-        const inserted = await deps.repo.writeFetched(specOf(src, got.source), fresh);
+        const inserted = await deps.repo.writeFetched(specOf(src, got.source), sourced(got, after, day));
         return { series: src.series, inserted, after, ms: Math.round(performance.now() - t0) };
       } catch (err) {
         const error = errorText(err);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint } from '../../engine/types.ts';
+import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint, SourcedPoints } from '../../engine/types.ts';
 import { addDays } from '../../engine/util.ts';
 import { ASSETS } from '../assets.ts';
 import {
@@ -94,16 +94,13 @@ interface Csv {
   file: string;
   header: string[];
   rows: string[][];
-  /** SHA-256 of the file's bytes (hex), for the import fingerprint. */
-  sha256: string;
 }
 
 async function readCsv(file: string): Promise<Csv> {
-  const bytes = await readFile(file);
-  const text = bytes.toString('utf8');
+  const text = await readFile(file, 'utf8');
   const lines = text.split(/\r?\n/).filter((l) => l.length > 0);
   const header = (lines.shift() ?? '').split(',');
-  return { file, header, rows: lines.map((l) => l.split(',')), sha256: createHash('sha256').update(bytes).digest('hex') };
+  return { file, header, rows: lines.map((l) => l.split(',')) };
 }
 
 function col(csv: Csv, name: string): number {
@@ -164,8 +161,6 @@ interface FullData {
   candleVenues: Map<string, string[]>;
   /** Source of each Fear & Greed row, parallel to `fearGreed`. */
   fearGreedRowSources: string[];
-  /** SHA-256 of each file read, by path relative to the data folder. */
-  files: Map<string, string>;
 }
 
 async function loadFull(dir: string): Promise<FullData> {
@@ -173,7 +168,6 @@ async function loadFull(dir: string): Promise<FullData> {
   const priceSources = new Map<string, string>();
   const gaps: DataGap[] = [];
   const candleVenues = new Map<string, string[]>();
-  const files = new Map<string, string>();
   let latest = '0000-00-00';
   let first = '9999-99-99';
   await Promise.all(
@@ -201,7 +195,6 @@ async function loadFull(dir: string): Promise<FullData> {
         asset,
         csv.rows.map((r) => r[s!] ?? ''),
       );
-      files.set(rel, csv.sha256);
       candles.set(asset, list);
       priceSources.set(asset, `data/${rel} (daily close, ${venues})`);
       gaps.push(
@@ -220,7 +213,6 @@ async function loadFull(dir: string): Promise<FullData> {
   }
 
   const fgCsv = await readCsv(path.join(dir, 'fear_greed.csv'));
-  files.set('fear_greed.csv', fgCsv.sha256);
   const fgSourceIdx = fgCsv.header.indexOf('source');
   const fearGreedRowSources = fgCsv.rows.map((r) => (fgSourceIdx >= 0 && r[fgSourceIdx] ? r[fgSourceIdx]! : 'alternative.me'));
   const [fd, fv, fc] = ['date', 'value', 'classification'].map((n) => col(fgCsv, n)) as number[];
@@ -244,7 +236,6 @@ async function loadFull(dir: string): Promise<FullData> {
   const fundingSources = new Map<string, string>();
   for (const [asset, file] of Object.entries(FUNDING_FILES)) {
     const csv = await readCsv(path.join(dir, `funding/${file}.csv`));
-    files.set(`funding/${file}.csv`, csv.sha256);
     const [d, m] = ['date', 'funding_rate_mean'].map((n) => col(csv, n)) as number[];
     const list = csv.rows.map((r, i) => ({ date: r[d!]!, rate: num(csv, i, r[m!], 'funding_rate_mean') }));
     checkDates(
@@ -265,7 +256,6 @@ async function loadFull(dir: string): Promise<FullData> {
   const chains = new Map<ChainId, Record<string, MetricSeries>>();
   for (const [chain, spec] of Object.entries(CHAIN_FILES) as [ChainId, (typeof CHAIN_FILES)[ChainId]][]) {
     const csv = await readCsv(path.join(dir, `chains/${spec.file}.csv`));
-    files.set(`chains/${spec.file}.csv`, csv.sha256);
     const dIdx = col(csv, 'date');
     checkDates(
       csv,
@@ -297,7 +287,6 @@ async function loadFull(dir: string): Promise<FullData> {
     latestDate: latest,
     candleVenues,
     fearGreedRowSources,
-    files,
   };
 }
 
@@ -336,67 +325,79 @@ export class DatasetProvider implements MarketDataProvider {
   }
 
   /**
-   * Fingerprint of the files read (SHA-256 over each file's path and SHA-256), so an import
-   * of this dataset can be skipped when it was already imported unchanged.
+   * Fingerprint of the dataset's files (SHA-256 over each file's path and SHA-256), so an
+   * import of this dataset can be skipped when it was already imported unchanged. Reads the
+   * files' bytes only: a start that skips the import parses no CSV.
    */
   async fingerprint(): Promise<string> {
-    const full = await this.#load();
+    const rels = [
+      ...Object.values(PRICE_FILES).map((f) => `prices/${f}.csv`),
+      'fear_greed.csv',
+      ...Object.values(FUNDING_FILES).map((f) => `funding/${f}.csv`),
+      ...Object.values(CHAIN_FILES).map((c) => `chains/${c.file}.csv`),
+    ].sort((x, y) => x.localeCompare(y));
+    const shas = await Promise.all(
+      rels.map(async (r) =>
+        createHash('sha256')
+          .update(await readFile(path.join(this.dir, r)))
+          .digest('hex'),
+      ),
+    );
     const h = createHash('sha256');
-    for (const [f, sha] of [...full.files].sort(([a], [b]) => a.localeCompare(b))) h.update(`${f}:${sha}\n`);
+    rels.forEach((r, i) => h.update(`${r}:${shas[i]}\n`));
     return h.digest('hex');
   }
 
   /** Every series of the dataset with all its points and per-row provenance (for the import into the store). */
   async exportSeries(): Promise<SeriesExport[]> {
-    const full = await this.#load();
-    const out: SeriesExport[] = [];
+    return this.#describe(await this.#load()).map(({ spec, rows }) => ({ ...spec, rows: rows() }));
+  }
+
+  /**
+   * Each series of the dataset: its identity and source, its newest day, and its points with
+   * per-row provenance (built only when asked: the import needs them, the freshness list not).
+   */
+  #describe(full: FullData): { spec: Omit<SeriesExport, 'rows'>; newest: string | null; rows: () => SourcedPoints }[] {
+    const spec = (series: string, kind: SeriesExport['kind'], subject: string | null, metric: string | null, source: string) => ({
+      series,
+      kind,
+      subject,
+      metric,
+      source,
+      cadence_hours: 24,
+    });
+    const out: { spec: Omit<SeriesExport, 'rows'>; newest: string | null; rows: () => SourcedPoints }[] = [];
     for (const [asset, list] of full.candles) {
       const venues = full.candleVenues.get(asset) ?? [];
       const file = `data/prices/${PRICE_FILES[asset]}.csv`;
       out.push({
-        series: `candles:${asset}`,
-        kind: 'candles',
-        subject: asset,
-        metric: null,
-        source: full.priceSources.get(asset) ?? file,
-        cadence_hours: 24,
-        rows: { kind: 'candles', points: list.map((c, i) => ({ ...c, source: `${file} (${venues[i] || 'unknown venue'})` })) },
+        spec: spec(`candles:${asset}`, 'candles', asset, null, full.priceSources.get(asset) ?? file),
+        newest: list.at(-1)?.date ?? null,
+        rows: () => ({ kind: 'candles', points: list.map((c, i) => ({ ...c, source: `${file} (${venues[i] || 'unknown venue'})` })) }),
       });
     }
     out.push({
-      series: 'fear_greed',
-      kind: 'fear_greed',
-      subject: null,
-      metric: null,
-      source: FEAR_GREED_SOURCE,
-      cadence_hours: 24,
-      rows: {
+      spec: spec('fear_greed', 'fear_greed', null, null, FEAR_GREED_SOURCE),
+      newest: full.fearGreed.at(-1)?.date ?? null,
+      rows: () => ({
         kind: 'fear_greed',
         points: full.fearGreed.map((p, i) => ({ ...p, source: `data/fear_greed.csv (${full.fearGreedRowSources[i]})` })),
-      },
+      }),
     });
     for (const [asset, list] of full.funding) {
       const source = full.fundingSources.get(asset) ?? 'dataset';
       out.push({
-        series: `funding:${asset}`,
-        kind: 'funding',
-        subject: asset,
-        metric: null,
-        source,
-        cadence_hours: 24,
-        rows: { kind: 'funding', points: list.map((p) => ({ ...p, interval_hours: 8, prints: null, source })) },
+        spec: spec(`funding:${asset}`, 'funding', asset, null, source),
+        newest: list.at(-1)?.date ?? null,
+        rows: () => ({ kind: 'funding', points: list.map((p) => ({ ...p, interval_hours: 8, prints: null, source })) }),
       });
     }
     for (const [chain, rec] of full.chains) {
       for (const [metric, s] of Object.entries(rec)) {
         out.push({
-          series: `metric:${chain}:${metric}`,
-          kind: 'metric',
-          subject: chain,
-          metric,
-          source: s.source,
-          cadence_hours: 24,
-          rows: { kind: 'metric', points: s.points.map((p) => ({ ...p, source: s.source })) },
+          spec: spec(`metric:${chain}:${metric}`, 'metric', chain, metric, s.source),
+          newest: s.points.at(-1)?.date ?? null,
+          rows: () => ({ kind: 'metric', points: s.points.map((p) => ({ ...p, source: s.source })) }),
         });
       }
     }
@@ -405,38 +406,15 @@ export class DatasetProvider implements MarketDataProvider {
 
   #seriesMemo: SeriesFreshness[] | undefined;
   #series(full: FullData): SeriesFreshness[] {
-    if (this.#seriesMemo) return this.#seriesMemo;
-    const base = (
-      series: string,
-      kind: SeriesFreshness['kind'],
-      subject: string | null,
-      metric: string | null,
-      source: string,
-      newest: string | null,
-    ) => ({
-      series,
-      kind,
-      subject,
-      metric,
-      source,
+    this.#seriesMemo ??= this.#describe(full).map(({ spec, newest }) => ({
+      ...spec,
       origin: 'bundled' as const,
-      cadence_hours: 24,
       newest_date: newest,
       last_success_at: null,
       last_error: null,
       last_error_at: null,
-    });
-    const out: SeriesFreshness[] = [];
-    for (const [asset, list] of full.candles)
-      out.push(base(`candles:${asset}`, 'candles', asset, null, full.priceSources.get(asset) ?? '', list.at(-1)?.date ?? null));
-    out.push(base('fear_greed', 'fear_greed', null, null, FEAR_GREED_SOURCE, full.fearGreed.at(-1)?.date ?? null));
-    for (const [asset, list] of full.funding)
-      out.push(base(`funding:${asset}`, 'funding', asset, null, full.fundingSources.get(asset) ?? '', list.at(-1)?.date ?? null));
-    for (const [chain, rec] of full.chains)
-      for (const [metric, s] of Object.entries(rec))
-        out.push(base(`metric:${chain}:${metric}`, 'metric', chain, metric, s.source, s.points.at(-1)?.date ?? null));
-    this.#seriesMemo = out;
-    return out;
+    }));
+    return this.#seriesMemo;
   }
 
   async load(asOf?: string): Promise<MarketData> {

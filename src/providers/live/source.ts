@@ -4,7 +4,7 @@
  * (src/engine/types.ts: USD prices, funding as a fraction per 8 hours, metric values in the
  * unit the metric's name gives). Sources, cadences and caveats: docs/live-data.md.
  */
-import type { Candle, ChainId, FearGreedPoint, MetricPoint } from '../../engine/types.ts';
+import type { Candle, ChainId, FearGreedPoint, MetricPoint, SeriesKind } from '../../engine/types.ts';
 
 /**
  * A daily funding-rate mean, normalised to the fraction per 8 hours the engine uses.
@@ -20,8 +20,8 @@ export interface FundingDay {
   prints: number;
 }
 
-/** What a series holds. */
-export type SeriesKind = 'candles' | 'fear_greed' | 'funding' | 'metric';
+/** What a series holds (the engine's series kinds). */
+export type { SeriesKind };
 
 /**
  * Points of one fetch, tagged by kind. `source` is the provenance of these points, naming the
