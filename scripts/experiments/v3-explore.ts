@@ -98,7 +98,7 @@ function levels(f: Feat, r: Rule): SignalLevel[] {
   const out: SignalLevel[] = [];
   for (let i = 0; i < f.score.length; i++) {
     const score = f.score[i]!;
-    const current = level ?? signalLevel(score, r.bands);
+    const current: SignalLevel = level ?? signalLevel(score, r.bands);
     let p = levelWithHysteresis(score, current, m);
     if (rank[p] > 0) {
       if (r.stopK !== null && f.dd[i] !== null && f.dd[i]! < -r.stopK) p = 'neutral';
@@ -134,7 +134,7 @@ function levels(f: Feat, r: Rule): SignalLevel[] {
         run = 0;
       }
     }
-    out.push(level);
+    out.push(current === level ? current : level);
   }
   return out;
 }
@@ -224,7 +224,15 @@ for (const v of variants) {
         stopK: k,
         momGate,
         symGate,
-        volGate: (v.includes('volA') ? 'a' : v.includes('volB') ? 'b' : v.includes('volD') ? 'd' : v.includes('volS') ? 'scale' : 'none') as Rule['volGate'],
+        volGate: (v.includes('volA')
+          ? 'a'
+          : v.includes('volB')
+            ? 'b'
+            : v.includes('volD')
+              ? 'd'
+              : v.includes('volS')
+                ? 'scale'
+                : 'none') as Rule['volGate'],
       })),
     ),
   );
@@ -245,7 +253,7 @@ if (process.env.DIAG) {
         .filter((x): x is number => x !== null)
         .sort((a, b) => a - b);
       const volr = past.length > 100 && f.sd[i] ? f.sd[i]! / past[Math.floor(past.length / 2)]! : null;
-      rows.push({ up: f.close[j]! > f.close[i]!, score: f.score[i]!, mom: f.mom[i], dd: f.dd[i], volr, conf: f.conf[i]! });
+      rows.push({ up: f.close[j]! > f.close[i]!, score: f.score[i]!, mom: f.mom[i] ?? null, dd: f.dd[i] ?? null, volr, conf: f.conf[i]! });
     }
   }
   const baseRate = rows.filter((r) => r.up).length / rows.length;
