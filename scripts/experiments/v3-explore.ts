@@ -1,6 +1,16 @@
 /**
- * Exploration (issue #10): level rules on top of v2's score, evaluated walk-forward.
- * Each variant's free parameter (bands, and k where present) is chosen per year on data before it.
+ * Exploration (issue #10, docs/methodology.md "Signal model v3"): level rules on top of v2's
+ * score, evaluated walk-forward at 10 bps from 2020-01-01; each variant's free parameters (the
+ * bands, and k or the threshold where present) are chosen per year on data before it by the
+ * pooled long/short (ls) or long/flat (lf) Sharpe. Prints one Markdown row per variant.
+ *
+ *   node --import tsx scripts/experiments/v3-explore.ts <variants> [ls|lf]
+ *   variants: comma list of v2 or names containing asym (exits at once), mom (buys need own
+ *   TSMOM > 0), stop (trailing stop, k from KS), volA / volB / volD / volS (volatility gates),
+ *   vmWF (gate threshold from VMS, walk-forward).
+ *   env: NULLPASS=1 a gate without data is open; DD=1 per-asset DD ratios and Sharpes;
+ *   BANDS=0.3 one grid entry only; DIAG=1 the in-sample up-rate diagnostic; H trailing-high days.
+ * The engine's v3 (computeSignalSeries with MODEL_V3) reproduces `NULLPASS=1 ... asym-volD`.
  */
 import { assetMetrics, pooledMetrics, type SignalDay } from '../../src/engine/backtest.ts';
 import { levelWithHysteresis, MODEL_V2_GRID, modelV2, signalLevel, type SignalModel } from '../../src/engine/signal.ts';
@@ -217,7 +227,7 @@ for (const v of variants) {
   const vms = v.includes('vmWF') ? (process.env.VMS ?? '1,1.25,1.5').split(',').map(Number) : [1];
   const grid: Rule[] = (stop ? ks : [null]).flatMap((k) =>
     vms.flatMap((volMax) =>
-      MODEL_V2_GRID.map((bands) => ({
+      (process.env.BANDS ? MODEL_V2_GRID.filter((b) => String(b.buy) === process.env.BANDS) : MODEL_V2_GRID).map((bands) => ({
         volMax,
         bands,
         asymExit,
