@@ -184,10 +184,6 @@ export const MODEL_V3_LIVE_FROM = '2025-10-01';
 
 /** The model the service serves. */
 export const CURRENT_MODEL: SignalModel = MODEL_V3;
-/** The walk-forward grid of the served model (its level bands). */
-export const CURRENT_GRID: readonly SignalModel['bands'][] = MODEL_V3_GRID;
-/** The served model with other level bands (an entry of {@link CURRENT_GRID}). */
-export const currentModelWith: (bands: SignalModel['bands']) => SignalModel = modelV3;
 /** First day the served model was not fitted on. */
 export const CURRENT_LIVE_FROM = MODEL_V3_LIVE_FROM;
 
