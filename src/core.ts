@@ -157,7 +157,15 @@ export async function createCore(
       idleInTransaction: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     },
   });
-  t = logPhase(log, 'database', 'database opened and migrated', t, { database: database.kind });
+  t = logPhase(
+    log,
+    'database',
+    database.created === 'existing'
+      ? 'database opened and migrated'
+      : `new embedded database ${database.created === 'template' ? "loaded from the build's template" : 'initialised (initdb: no template, run npm run build)'} and migrated`,
+    t,
+    { database: database.kind, created: database.created },
+  );
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
   try {
