@@ -34,14 +34,22 @@ function newestInput() {
 }
 
 const stale = !existsSync(stamp) || statSync(stamp).mtimeMs < newestInput();
+let tsc = null;
 if (stale || !ifStale) {
-  let tsc;
   try {
     tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   } catch {
-    say('TypeScript is not installed: run `npm install` (with the dev dependencies) to build dist/');
-    process.exit(1);
+    // An install without the dev dependencies (npm ci --omit=dev) runs `prepare` too: it must not fail.
+    if (!ifStale)
+      say('TypeScript is not installed (--omit=dev?): dist/ not built; build it where the dev dependencies are (npm run build)');
+    else if (existsSync(path.join(dist, 'cli.js'))) say('TypeScript is not installed: running dist/ as it is');
+    else {
+      say('TypeScript is not installed and dist/ is missing: run `npm install` (with the dev dependencies) to build it');
+      process.exit(1);
+    }
   }
+}
+if (tsc) {
   const t0 = performance.now();
   const startedAt = Date.now();
   const r = spawnSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json')], { cwd: root, stdio: ['ignore', 2, 2] });
@@ -57,6 +65,7 @@ if (stale || !ifStale) {
 
 // Not recompiled: the migrations and PGlite's version are as at the last build, so its template
 // stands unless it was deleted.
+if (!existsSync(path.join(dist, 'store', 'db.js'))) process.exit(0);
 if (!stale && ifStale && readdirSync(dist).some((n) => /^pglite-template-[0-9a-f]+\.tar\.gz$/.test(n))) process.exit(0);
 const t1 = performance.now();
 const { ensurePgliteTemplate } = await import(path.join(dist, 'store', 'db.js'));
