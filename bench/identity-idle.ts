@@ -62,10 +62,10 @@ function load(url: string, keys: string[], seconds: number): Promise<{ requests:
  * `seconds` of load), prints one line with the medians and ratios, returns the phases.
  */
 export async function benchIdentityIdle(
-  opts: { seconds?: number; rounds?: number } = {},
+  opts: { seconds?: number; rounds?: number; signIn?: boolean } = {},
 ): Promise<{ before: IdlePhase[]; after: IdlePhase[] }> {
   const seconds = opts.seconds ?? 5;
-  const rounds = opts.rounds ?? 2;
+  const rounds = opts.rounds ?? 3;
   const port = await new Promise<number>((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
       const p = (s.address() as { port: number }).port;
@@ -91,7 +91,14 @@ export async function benchIdentityIdle(
       }
     }
     const url = `${base}/api/v1/signals`;
-    await load(url, keys, 2); // warm-up
+    await load(url, keys, 5); // warm-up
+    // Start-up work (backfill, answer cache) must be over: wait for a quiet half-second (at most 30 s).
+    for (let i = 0; i < 60; i++) {
+      const c0 = process.cpuUsage();
+      await new Promise((r) => setTimeout(r, 500));
+      const c = process.cpuUsage(c0);
+      if (c.user + c.system < 50_000) break;
+    }
     const phase = async (): Promise<IdlePhase> => {
       const promiseHooks = await promiseHooksActive();
       const aps = await awaitsPerSec();
@@ -110,13 +117,15 @@ export async function benchIdentityIdle(
         headers: { 'content-type': 'application/json', origin: base },
         body: JSON.stringify(body),
       });
-    const cred = { email: 'idle-signin@bench.example', password: 'correct horse battery staple' };
-    await (await post('/auth/sign-up/email', { name: 'Idle', ...cred })).arrayBuffer();
-    const signIn = await post('/auth/sign-in/email', cred);
-    if (signIn.status !== 200) throw new Error(`sign-in answered ${signIn.status}`);
-    const token = await fetch(`${base}/auth/token`, { headers: { authorization: `Bearer ${signIn.headers.get('set-auth-token')}` } });
-    if (token.status !== 200) throw new Error(`token answered ${token.status}`);
-    await token.arrayBuffer();
+    if (opts.signIn !== false) {
+      const cred = { email: 'idle-signin@bench.example', password: 'correct horse battery staple' };
+      await (await post('/auth/sign-up/email', { name: 'Idle', ...cred })).arrayBuffer();
+      const signIn = await post('/auth/sign-in/email', cred);
+      if (signIn.status !== 200) throw new Error(`sign-in answered ${signIn.status}`);
+      const token = await fetch(`${base}/auth/token`, { headers: { authorization: `Bearer ${signIn.headers.get('set-auth-token')}` } });
+      if (token.status !== 200) throw new Error(`token answered ${token.status}`);
+      await token.arrayBuffer();
+    }
 
     const after: IdlePhase[] = [];
     for (let i = 0; i < rounds; i++) after.push(await phase());
@@ -127,7 +136,7 @@ export async function benchIdentityIdle(
     };
     const m = (ps: IdlePhase[], k: 'awaitsPerSec' | 'reqPerSec' | 'cpuUsPerReq') => med(ps.map((p) => p[k]));
     console.log(
-      `after a sign-in vs before (same run, median of ${rounds} x ${seconds} s): promise chain ${(m(before, 'awaitsPerSec') / 1e6).toFixed(2)} -> ` +
+      `${opts.signIn === false ? 'control, no sign-in: later vs earlier' : 'after a sign-in vs before'} (same run, median of ${rounds} x ${seconds} s): promise chain ${(m(before, 'awaitsPerSec') / 1e6).toFixed(2)} -> ` +
         `${(m(after, 'awaitsPerSec') / 1e6).toFixed(2)} M awaits/s (${(m(after, 'awaitsPerSec') / m(before, 'awaitsPerSec')).toFixed(2)}x); ` +
         `keyed GET /api/v1/signals ${m(before, 'reqPerSec').toFixed(0)} -> ${m(after, 'reqPerSec').toFixed(0)} req/s ` +
         `(${(m(after, 'reqPerSec') / m(before, 'reqPerSec')).toFixed(2)}x), server CPU ${m(before, 'cpuUsPerReq').toFixed(0)} -> ` +
@@ -141,6 +150,7 @@ export async function benchIdentityIdle(
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const out = await benchIdentityIdle({ seconds: Number(process.argv[2]) || undefined });
+  // `node --import tsx bench/identity-idle.ts 5 control`: the same phases without the sign-in (a control for drift over the run).
+  const out = await benchIdentityIdle({ seconds: Number(process.argv[2]) || undefined, signIn: process.argv[3] !== 'control' });
   console.log(JSON.stringify(out));
 }
