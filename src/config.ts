@@ -194,6 +194,12 @@ const EnvSchema = z.object({
   UPSTREAM_SOLANA_RPC_URL: UpstreamUrl,
   /** How often per-key usage counters are written to the database, ms. */
   USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
+  /**
+   * Most keys whose usage one statement of the flush writes; the flush yields to the event
+   * loop between two statements (services/usage.ts), so a flush over many keys does not stall
+   * requests.
+   */
+  USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(500),
 });
 
 /** The validated configuration, read once at start. */

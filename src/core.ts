@@ -189,8 +189,11 @@ export async function createCore(
     );
     t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
     const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
-    usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) =>
-      log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
+    usage = new UsageTracker(
+      repos.keys,
+      config.USAGE_FLUSH_MS,
+      (e) => log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
+      config.USAGE_FLUSH_CHUNK,
     );
     // ioredis and jose are loaded only when configured (start-up time).
     redis = config.REDIS_URL
