@@ -190,7 +190,7 @@ const luaString = (s: string) => `[==[${s}]==]`;
  */
 function wrkScript(spec: LoadSpec, bucketSeconds: number): string {
   const headers = Object.entries(spec.headers ?? {})
-    .map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`)
+    .map(([k, v]) => `[ ${luaString(k)} ] = ${luaString(v)}`)
     .join(', ');
   return `
 local reqs, n, i = {}, 0, 0
@@ -307,8 +307,12 @@ export async function warmKeys(url: string, spec: LoadSpec, keys: string[]): Pro
   await Promise.all(Array.from({ length: 16 }, worker));
 }
 
-/** Median of a non-empty list (the lower middle for even lengths). */
-export const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+/** Median of a non-empty list (the mean of the two middle values for even lengths). */
+export function median(xs: number[]): number {
+  const a = [...xs].sort((p, q) => p - q);
+  const m = Math.floor(a.length / 2);
+  return a.length % 2 === 1 ? a[m]! : (a[m - 1]! + a[m]!) / 2;
+}
 
 /** A shuffled copy (Fisher–Yates, Math.random). */
 export function shuffle<T>(xs: readonly T[]): T[] {

@@ -296,8 +296,18 @@ async function main() {
         const s = m.get('service (memory)')!;
         const vsPeer = ratio(s.rps, m.get('peer (memory)')!.rps);
         const vsBare = ratio(s.rps, m.get('bare')!.rps);
-        verdict('keyed GET /api/v1/signals, memory limiter / peer (memory store)', x(vsPeer), '>= 1.0x', vsPeer >= 1.0);
-        verdict('keyed GET /api/v1/signals, memory limiter / bare', x(vsBare), '>= 0.45x', vsBare >= 0.45);
+        verdict(
+          'keyed GET /api/v1/signals, memory limiter / peer (memory store)',
+          `${x(vsPeer)} (CPU/req ${x(s.cpuUs / m.get('peer (memory)')!.cpuUs)})`,
+          '>= 1.0x',
+          vsPeer >= 1.0,
+        );
+        verdict(
+          'keyed GET /api/v1/signals, memory limiter / bare',
+          `${x(vsBare)} (CPU/req ${x(s.cpuUs / m.get('bare')!.cpuUs)})`,
+          '>= 0.45x',
+          vsBare >= 0.45,
+        );
       }
 
       if (want('redis')) {
@@ -342,8 +352,13 @@ async function main() {
             const s = m.get('service (PG + Redis)')!;
             const vsPeer = ratio(s.rps, m.get('peer (Redis store)')!.rps);
             const vsBare = ratio(s.rps, m.get('bare')!.rps);
-            verdict('PostgreSQL + Redis / peer (Redis store)', x(vsPeer), '>= 1.0x', vsPeer >= 1.0);
-            verdict('PostgreSQL + Redis / bare', x(vsBare), '>= 0.35x', vsBare >= 0.35);
+            verdict(
+              'PostgreSQL + Redis / peer (Redis store)',
+              `${x(vsPeer)} (CPU/req ${x(s.cpuUs / m.get('peer (Redis store)')!.cpuUs)})`,
+              '>= 1.0x',
+              vsPeer >= 1.0,
+            );
+            verdict('PostgreSQL + Redis / bare', `${x(vsBare)} (CPU/req ${x(s.cpuUs / m.get('bare')!.cpuUs)})`, '>= 0.35x', vsBare >= 0.35);
           } finally {
             await admin.query(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`).catch(() => {});
           }
@@ -364,7 +379,12 @@ async function main() {
         await stopServer(b);
         printMedians(m, 'service MCP');
         const r = ratio(m.get('service MCP')!.rps, m.get('bare SDK MCP server')!.rps);
-        verdict('MCP tools/call get_signals / bare SDK server', x(r), '>= 0.7x', r >= 0.7);
+        verdict(
+          'MCP tools/call get_signals / bare SDK server',
+          `${x(r)} (CPU/req ${x(m.get('service MCP')!.cpuUs / m.get('bare SDK MCP server')!.cpuUs)})`,
+          '>= 0.7x',
+          r >= 0.7,
+        );
       }
 
       if (want('keys10k')) {
@@ -441,7 +461,12 @@ async function main() {
           `  service median ${before.get('service')!.rps.toFixed(0)} -> ${after.get('service')!.rps.toFixed(0)} req/s (${x(r)}), ` +
             `CPU ${before.get('service')!.cpuUs.toFixed(0)} -> ${after.get('service')!.cpuUs.toFixed(0)} µs/req; bare in the same rounds ${x(drift)} (machine drift)`,
         );
-        verdict('keyed throughput after a sign-in / before (same process)', x(r), '>= 0.95x', r >= 0.95);
+        verdict(
+          'keyed throughput after a sign-in / before (same process)',
+          `${x(r)} (CPU/req ${x(after.get('service')!.cpuUs / before.get('service')!.cpuUs)}; bare ${x(drift)})`,
+          '>= 0.95x',
+          r >= 0.95,
+        );
       }
     }
 
