@@ -388,6 +388,9 @@ async function main() {
       }
 
       if (want('keys10k')) {
+        console.log(
+          `${LONG_KEYS} active keys in rotation for ${LONG_SECONDS} s, one service process (PGlite, memory limiter), vs a small pool before and after`,
+        );
         const longFile = writeKeys('long.keys', pool.slice(0, LONG_KEYS));
         const longSpec: LoadSpec = { path: SIGNALS, keysFile: longFile };
         const sv = track(await service(`service, ${LONG_KEYS} keys`, { PGLITE_DIR: dir }));
@@ -407,7 +410,8 @@ async function main() {
         const after = await wrk(sv.url, smallSpec, DURATION, sv.pid);
         console.log(`  ${runLine(`${smallN} keys (after)`, after)}`);
         await stopService(sv);
-        const baseP99 = (before.p99 + after.p99) / 2;
+        // The stricter of the two small-pool p99s (the lower), measured in the same process.
+        const baseP99 = Math.min(before.p99, after.p99);
         const mid = long.buckets.length > 0 ? median(long.buckets) : NaN;
         const worst = long.buckets.reduce((w, b) => Math.max(w, Math.abs(b - mid) / mid), 0);
         console.log(
@@ -452,6 +456,8 @@ async function main() {
         const inn = await post('/auth/sign-in/email', { email, password });
         if (up.status !== 200 || inn.status !== 200) throw new Error(`sign-up ${up.status} / sign-in ${inn.status}: ${await inn.text()}`);
         console.log('  signed up and signed in through /auth/sign-up/email, /auth/sign-in/email');
+        // Every key used again, so both phases start with the same warm key cache.
+        await warmKeys(sv.url, rest, restKeys);
         const after = await interleave('after sign-in', contenders);
         await stopService(sv);
         await stopServer(b);
