@@ -31,6 +31,6 @@ app.post('/mcp', async (req, reply) => {
   );
   return handleMcpRequest(server.server, req, reply, async () => ({}));
 });
-await app.listen({ port: Number(process.argv[3] ?? 0), host: '127.0.0.1' });
+await app.listen({ port: Number(process.argv[3] ?? process.env.PORT ?? 0), host: '127.0.0.1' });
 const addr = app.server.address();
 process.stdout.write(`LISTENING ${typeof addr === 'object' && addr ? addr.port : ''}\n`);

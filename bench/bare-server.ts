@@ -8,6 +8,6 @@ const app = Fastify({ logger: false });
 app.get('/api/v1/signals', (_req, reply) => {
   reply.type('application/json; charset=utf-8').send(body);
 });
-await app.listen({ port: Number(process.argv[3] ?? 0), host: '127.0.0.1' });
+await app.listen({ port: Number(process.argv[3] ?? process.env.PORT ?? 0), host: '127.0.0.1' });
 const addr = app.server.address();
 process.stdout.write(`LISTENING ${typeof addr === 'object' && addr ? addr.port : ''}\n`);

@@ -1,163 +1,122 @@
-// npm run bench: measures, in one run, against baselines measured in the same run:
-//  1. the time of a full signal-history backfill of all assets (target < 5 s);
-//  2. keyed GET /api/v1/signals through the whole pipeline (API key lookup, tier, rate
-//     limiter, envelope) vs a bare Fastify route serving the same bytes: with the in-memory
-//     limiter (target ratio >= 0.8 for the core, >= 0.7 keyed) and the Redis limiter (>= 0.5);
-//  3. MCP tools/call get_signals vs a bare SDK server on the same stack returning the same
-//     payload (target >= 0.8);
-//  4. the service's peak RSS under that load (target < 512 MB);
-//  5. the web dashboard's overview: page weight and time to first render / interactive in
-//     headless Chromium (bench/dashboard.ts; targets < 300 KB JS gzipped, < 1 s).
-// Every request is allowed: the load rotates over a pool of api-tier keys (500 requests per
-// minute each), large enough that no key runs out during a run. The baselines get the same
-// rotating Authorization header, so the load generator does the same work in every run.
-// Load comes from autocannon on loopback; each server is its own process.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+// npm run bench: every figure of issue #13's "Must show" (and the earlier issues' backfill,
+// ingest and dashboard figures), each against baselines measured in the same run.
+//
+// Method (docs/benchmarks.md): the load generator is wrk, in its own process pinned to one
+// core (taskset -c 0), with a Lua script that rotates the Authorization header over a pool of
+// api-tier keys; every server under test is its own process pinned to the other core
+// (taskset -c 1). Per run: throughput, p99 (wrk's latency histogram) and the server's CPU
+// time per request (utime + stime from /proc/<pid>/stat over the run / requests served).
+// Comparisons are interleaved: in each of BENCH_ROUNDS rounds every contender gets a warm-up
+// run and a measured run, in a fresh random order, and the medians are compared. Every key of
+// a pool is used once before anything is measured (warm caches), and pools are large enough
+// that no key reaches its per-minute limit (any non-2xx is reported as a warning).
+//
+// Contenders: "bare", a Fastify route serving the same bytes (bench/bare-server.ts); "peer",
+// the same features built from the standard plugins (bench/peer-server.ts: @fastify/bearer-auth
+// over a Map of SHA-256 digests, @fastify/rate-limit in memory or with its Redis store, a pino
+// access-log line, the same headers); the bare SDK MCP server (bench/bare-mcp.ts); the service
+// (serviceCommand(): compiled dist/cli.js when present, else src/cli.ts through tsx).
+//
+// BENCH_ONLY=rest,redis,mcp,keys10k,signin,startup,backfill,ingest,dashboard,flush picks
+// sections (default: all). Other knobs: BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONNECTIONS,
+// BENCH_ROUNDS, BENCH_LONG_SECONDS, BENCH_PIN, BENCH_PG_URL, BENCH_REDIS_URL (bench/harness.ts).
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
-import autocannon from 'autocannon';
+import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { ROOT_DIR } from '../src/config.ts';
 import { generateKey } from '../src/auth/api-keys.ts';
 import { TIER_LIMITS } from '../src/auth/tiers.ts';
+import { runBackfill } from '../src/jobs/backfill.ts';
 import { DatasetProvider } from '../src/providers/dataset/dataset.ts';
 import { MarketService } from '../src/services/market.ts';
-import { KeyRepo } from '../src/store/key-repo.ts';
-import { UserRepo } from '../src/store/user-repo.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
-import { runBackfill } from '../src/jobs/backfill.ts';
-import { benchIngest } from './ingest.ts';
+import { apiKeys, appUsers } from '../src/store/schema.ts';
 import { benchDashboard } from './dashboard.ts';
+import {
+  CONNECTIONS,
+  DURATION,
+  type Contender,
+  interleave,
+  type LoadSpec,
+  median,
+  memMb,
+  methodLine,
+  requireWrk,
+  runLine,
+  scriptCommand,
+  type Server,
+  serviceCommand,
+  startServer,
+  stopServer,
+  warmKeys,
+  wrk,
+  freePort,
+  WARMUP,
+} from './harness.ts';
+import { benchIngest } from './ingest.ts';
+import { benchStartup, type StartupFigures } from './startup.ts';
 
-const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const SECTIONS = ['backfill', 'ingest', 'dashboard', 'rest', 'redis', 'mcp', 'keys10k', 'signin', 'startup', 'flush'] as const;
+type Section = (typeof SECTIONS)[number];
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+/** Throughput the REST key pools are sized for (no key may reach 500/min below it). */
+const REST_RPS_CEILING = Number(process.env.BENCH_REST_RPS_CEILING ?? 20_000);
+const MCP_RPS_CEILING = Number(process.env.BENCH_MCP_RPS_CEILING ?? 4_000);
+/** Length of the 10,000-key run, s (the issue's 3 minutes by default). */
+const LONG_SECONDS = Number(process.env.BENCH_LONG_SECONDS ?? 180);
+const LONG_KEYS = Number(process.env.BENCH_LONG_KEYS ?? 10_000);
+const BUCKET_SECONDS = 10;
 
-/** A free loopback port (the OS picks it; released before the server binds it). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
+const MCP_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-06-18',
+};
+const MCP_CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_signals', arguments: {} } });
+const SIGNALS = '/api/v1/signals';
+
+/** Keys needed so that none exceeds the api tier's per-minute limit at `rps` (x1.25 margin). */
+const poolFor = (rps: number) => Math.ceil(((rps * 60) / TIER_LIMITS.api.minute) * 1.25);
+
+/** One "Must show" line of the summary. */
+interface Verdict {
+  what: string;
+  figure: string;
+  target: string;
+  met: boolean | null;
 }
+const verdicts: Verdict[] = [];
+const verdict = (what: string, figure: string, target: string, met: boolean | null) => verdicts.push({ what, figure, target, met });
+/** Peak RSS of every service process of the run, MB. */
+const serviceRss: { run: string; mb: number }[] = [];
 
 /**
- * Starts `node --import tsx <args>` with PORT set to a free port (the bare servers take it as
- * their last argument) and waits until it answers on that port.
- */
-async function start(args: string[], env: Record<string, string> = {}): Promise<{ proc: ChildProcess; port: number }> {
-  const port = await freePort();
-  const argv = args.map((a) => (a === '0' ? String(port) : a));
-  const proc = spawn(
-    process.execPath,
-    [...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []), '--import', 'tsx', ...argv],
-    {
-      cwd: ROOT_DIR,
-      env: { ...process.env, ...env, PORT: String(port) },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    },
-  );
-  let exited = false;
-  proc.on('exit', () => (exited = true));
-  for (let i = 0; i < 600; i++) {
-    if (exited) throw new Error(`${args.join(' ')} exited with ${proc.exitCode}`);
-    try {
-      await fetch(`http://127.0.0.1:${port}/`, { signal: AbortSignal.timeout(1000) });
-      return { proc, port };
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  proc.kill('SIGKILL');
-  throw new Error(`${args.join(' ')} did not listen on ${port} within 60 s`);
-}
-
-/** A process's peak (VmHWM) and current (VmRSS) resident set size, MB. */
-function memMb(pid: number): { peak: number; now: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const mb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
-  return { peak: mb('VmHWM'), now: mb('VmRSS') };
-}
-
-/** Peak resident set size of a process so far, MB. */
-const peakRssMb = (pid: number) => memMb(pid).peak;
-
-/** Memory of a service run: peak during start-up, peak overall, and resident after the load. */
-function memLine(pid: number, startupPeak: number): string {
-  const m = memMb(pid);
-  return `peak ${m.peak.toFixed(0)} MB (start-up peak ${startupPeak.toFixed(0)} MB), resident after load ${m.now.toFixed(0)} MB`;
-}
-
-interface LoadOpts {
-  method?: 'GET' | 'POST';
-  body?: string;
-  headers?: Record<string, string>;
-  /** API keys to rotate over, one per request (as `Authorization: Bearer`). */
-  keys?: string[];
-}
-
-async function load(url: string, o: LoadOpts = {}): Promise<{ rps: number; p99: number; errors: number; non2xx: number }> {
-  let i = 0;
-  const keys = o.keys;
-  const opts = {
-    url,
-    connections: CONNECTIONS,
-    method: o.method ?? 'GET',
-    body: o.body,
-    headers: o.headers ?? {},
-    requests: keys
-      ? [
-          {
-            setupRequest: (req: { headers: Record<string, string> }) => {
-              req.headers = { ...req.headers, authorization: `Bearer ${keys[i++ % keys.length]}` };
-              return req;
-            },
-          },
-        ]
-      : undefined,
-  };
-  await autocannon({ ...opts, duration: 2 }); // warm-up
-  const r = await autocannon({ ...opts, duration: DURATION });
-  return { rps: r.requests.average, p99: r.latency.p99, errors: r.errors, non2xx: r.non2xx };
-}
-
-/**
- * Creates `n` api-tier keys (5 per user, the per-user maximum) in the embedded database at
- * `dir`, so the service started on that folder accepts them.
+ * Creates `n` api-tier keys (5 per user, the per-user maximum) in the database (PGlite folder
+ * `dir`, or `databaseUrl`), so the service started on it accepts them. The rows are the ones
+ * UserRepo.ensureUser/setTierByEmail and KeyRepo.createKey write, inserted 500 at a time (one
+ * transaction per key would take minutes for 10,000 keys on PGlite).
  */
 async function keyPool(dir: string, n: number, tag: string, databaseUrl?: string): Promise<string[]> {
   const db = await openDatabase({ pgliteDir: dir, databaseUrl });
   try {
-    const users = new UserRepo(db.db);
-    const keyRepo = new KeyRepo(db.db);
-    const keys: string[] = [];
-    for (let u = 0; keys.length < n; u++) {
-      const email = `bench-${tag}-${u}@example.com`;
-      await users.ensureUser(`bench-${tag}-${u}`, email);
-      await users.setTierByEmail(email, 'api');
-      for (let k = 0; k < 5 && keys.length < n; k++) {
-        const g = generateKey();
-        await keyRepo.createKey(`bench-${tag}-${u}`, 'bench', g.prefix, g.hash, 5);
-        keys.push(g.key);
-      }
-    }
-    return keys;
+    const keys = Array.from({ length: n }, () => generateKey());
+    const users = Array.from({ length: Math.ceil(n / 5) }, (_, u) => ({
+      id: `bench-${tag}-${u}`,
+      email: `bench-${tag}-${u}@example.com`,
+      tier: 'api' as const,
+    }));
+    for (let i = 0; i < users.length; i += 500) await db.db.insert(appUsers).values(users.slice(i, i + 500));
+    const rows = keys.map((g, i) => ({ userId: `bench-${tag}-${Math.floor(i / 5)}`, name: 'bench', prefix: g.prefix, keyHash: g.hash }));
+    for (let i = 0; i < rows.length; i += 500) await db.db.insert(apiKeys).values(rows.slice(i, i + 500));
+    return keys.map((g) => g.key);
   } finally {
     await db.close();
   }
-}
-
-/** Keys needed so that none exceeds its per-minute limit at `rps` over warm-up + run (x1.5 margin). */
-function poolSize(rps: number): number {
-  return Math.ceil((rps * (DURATION + 2) * 1.5) / TIER_LIMITS.api.minute);
 }
 
 async function redisUp(): Promise<boolean> {
@@ -172,167 +131,394 @@ async function redisUp(): Promise<boolean> {
   }
 }
 
-/** Throughputs the key pools are sized for (far above what this service reaches on loopback). */
-const REST_RPS_CEILING = Number(process.env.BENCH_REST_RPS_CEILING ?? 40_000);
-const MCP_RPS_CEILING = Number(process.env.BENCH_MCP_RPS_CEILING ?? 4_000);
+const ratio = (a: number, b: number) => a / b;
+const x = (v: number) => `${v.toFixed(2)}x`;
 
-const MCP_HEADERS = {
-  'content-type': 'application/json',
-  accept: 'application/json, text/event-stream',
-  'mcp-protocol-version': '2025-06-18',
-};
-const MCP_CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_signals', arguments: {} } });
+/** Starts the service on `env` (pinned) and remembers its process for the memory table. */
+async function service(name: string, env: Record<string, string>, port?: number): Promise<Server> {
+  return startServer(name, serviceCommand(), {
+    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', ...env },
+    readyPath: '/readyz',
+    port,
+  });
+}
 
-function row(name: string, r: { rps: number; p99: number; non2xx: number }, base?: { rps: number; p99: number }) {
-  if (r.non2xx > 0) console.log(`WARNING: ${name}: ${r.non2xx} non-2xx responses (refused or failed requests make the figure meaningless)`);
-  const ratio = base ? `  throughput ratio ${(r.rps / base.rps).toFixed(2)}, p99 ratio ${(r.p99 / Math.max(base.p99, 1)).toFixed(2)}` : '';
-  console.log(`${name.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${String(r.p99).padStart(4)} ms  non-2xx ${r.non2xx}${ratio}`);
+/** Stops a service process after recording its peak RSS. */
+async function stopService(s: Server): Promise<void> {
+  serviceRss.push({ run: s.name, mb: memMb(s.pid).peak });
+  await stopServer(s);
+}
+
+/** Prints medians and ratios of an interleaved comparison. */
+function printMedians(m: Map<string, { rps: number; p99: number; cpuUs: number }>, subject: string): void {
+  const s = m.get(subject)!;
+  for (const [name, r] of m) {
+    const rel = name === subject ? '' : `   ${subject} / this: throughput ${x(ratio(s.rps, r.rps))}, CPU/req ${x(ratio(s.cpuUs, r.cpuUs))}`;
+    console.log(
+      `  median ${name.padEnd(34)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${rel}`,
+    );
+  }
+}
+
+/** What the first service start captures for the baselines: the bytes and headers to serve. */
+interface Payloads {
+  bodyFile: string;
+  headersFile: string;
+  mcpFile: string;
 }
 
 async function main() {
-  console.log(`# bench: ${DURATION}s per run after 2s warm-up, ${CONNECTIONS} connections, node ${process.version}`);
-
-  // 1. Backfill time (fresh embedded database, all assets, computation + storage).
-  const t0 = performance.now();
-  const mem = await openDatabase({ pgliteDir: 'memory://' });
-  const t1 = performance.now();
-  const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), new HistoryRepo(mem.db));
-  const t2 = performance.now();
-  const res = await runBackfill(market, new HistoryRepo(mem.db));
-  const t3 = performance.now();
-  await mem.close();
-  const rows = res.reduce((s, r) => s + r.inserted, 0);
-  console.log(
-    `backfill: load+compute ${(t2 - t1).toFixed(0)} ms, store ${rows} changes ${(t3 - t2).toFixed(0)} ms, total ${((t3 - t1) / 1000).toFixed(2)} s (target < 5 s; PGlite open+migrate ${(t1 - t0).toFixed(0)} ms not counted)`,
+  const only = new Set<string>(
+    (process.env.BENCH_ONLY ?? SECTIONS.join(','))
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
   );
+  for (const s of only)
+    if (!(SECTIONS as readonly string[]).includes(s)) throw new Error(`BENCH_ONLY: unknown section ${s} (known: ${SECTIONS.join(', ')})`);
+  const want = (s: Section) => only.has(s);
+  const load = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+  console.log(`# bench: ${methodLine()}; node ${process.version}; service: ${serviceCommand().slice(1).join(' ')}; load average ${load}`);
 
-  // 2. The market-data store: import at first start, one live ingest round.
-  await benchIngest();
+  if (want('backfill')) {
+    // Backfill time (fresh embedded database, all assets, computation + storage).
+    const t0 = performance.now();
+    const mem = await openDatabase({ pgliteDir: 'memory://' });
+    const t1 = performance.now();
+    const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), new HistoryRepo(mem.db));
+    const t2 = performance.now();
+    const res = await runBackfill(market, new HistoryRepo(mem.db));
+    const t3 = performance.now();
+    await mem.close();
+    const rows = res.reduce((s, r) => s + r.inserted, 0);
+    console.log(
+      `backfill: load+compute ${(t2 - t1).toFixed(0)} ms, store ${rows} changes ${(t3 - t2).toFixed(0)} ms, total ${((t3 - t1) / 1000).toFixed(2)} s (target < 5 s); ` +
+        `with the in-memory PGlite open+migrate (${(t1 - t0).toFixed(0)} ms) ${((t3 - t0) / 1000).toFixed(2)} s`,
+    );
+  }
+  if (want('ingest')) await benchIngest();
 
+  const loadSections = (['dashboard', 'rest', 'redis', 'mcp', 'keys10k', 'signin'] as const).filter(want);
   const work = mkdtempSync(path.join(tmpdir(), 'bench-'));
-  const dir = path.join(work, 'pglite');
-  const procs: ChildProcess[] = [];
-  const serve = async (env: Record<string, string>) => {
-    const s = await start(['src/cli.ts', 'serve'], {
-      PORT: '0',
-      HOST: '127.0.0.1',
-      PGLITE_DIR: dir,
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-      ...env,
-    });
-    procs.push(s.proc);
-    return s;
-  };
-  const stop = (p: ChildProcess) =>
-    new Promise<void>((r) => {
-      if (p.exitCode !== null) return r();
-      p.once('exit', () => r());
-      p.kill('SIGTERM');
-    });
+  const running: Server[] = [];
+  const track = (s: Server) => (running.push(s), s);
   try {
-    // Capture the payloads the baselines serve.
-    let svc = await serve({});
-    const signalsUrl = `http://127.0.0.1:${svc.port}/api/v1/signals`;
-    const body = await (await fetch(signalsUrl)).text();
-    const mcpRes = (await (
-      await fetch(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', headers: MCP_HEADERS, body: MCP_CALL })
-    ).json()) as { result: unknown };
-    await benchDashboard(`http://127.0.0.1:${svc.port}`);
-    await stop(svc.proc);
-    const bodyFile = path.join(work, 'signals.json');
-    writeFileSync(bodyFile, body);
-    const mcpFile = path.join(work, 'mcp-result.json');
-    writeFileSync(mcpFile, JSON.stringify(mcpRes.result));
+    if (loadSections.length > 0) {
+      if (loadSections.some((s) => s !== 'dashboard')) requireWrk();
+      const dir = path.join(work, 'pglite');
+      const restN = poolFor(REST_RPS_CEILING);
+      const poolN = want('keys10k') ? Math.max(restN, LONG_KEYS) : restN;
+      const t0 = performance.now();
+      const pool = await keyPool(dir, poolN, 'rest');
+      const mcpKeys = want('mcp') ? await keyPool(dir, poolFor(MCP_RPS_CEILING), 'mcp') : [];
+      console.log(
+        `key pools: ${restN} api-tier keys for REST runs${want('keys10k') ? ` (of ${poolN} for the ${LONG_KEYS}-key run)` : ''}, ${mcpKeys.length} for MCP ` +
+          `(${TIER_LIMITS.api.minute}/min each; created in ${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+      );
+      const restKeys = pool.slice(0, restN);
+      const writeKeys = (name: string, keys: string[]) => {
+        const f = path.join(work, name);
+        writeFileSync(f, keys.join('\n') + '\n');
+        return f;
+      };
+      const restFile = writeKeys('rest.keys', restKeys);
+      const rest: LoadSpec = { path: SIGNALS, keysFile: restFile };
+      const mcpSpec: LoadSpec = {
+        path: '/mcp',
+        method: 'POST',
+        body: MCP_CALL,
+        headers: MCP_HEADERS,
+        keysFile: writeKeys('mcp.keys', mcpKeys),
+      };
 
-    // Key pools sized for the throughput ceilings below; the baselines get the same rotating
-    // Authorization header (and ignore it), so the load generator does the same work per request.
-    const n = poolSize(REST_RPS_CEILING);
-    const nMcp = poolSize(MCP_RPS_CEILING);
-    const withRedis = await redisUp();
-    const memKeys = await keyPool(dir, n, 'mem');
-    const mcpKeys = await keyPool(dir, nMcp, 'mcp');
-    const redisKeys = withRedis ? await keyPool(dir, n, `redis${Date.now()}`) : [];
-    console.log(`key pools: ${n} api-tier keys per REST run, ${nMcp} for MCP (${TIER_LIMITS.api.minute}/min each)`);
+      // Capture what the baselines serve: the keyed body and static headers, the MCP result.
+      const cap = track(await service('service (capture)', { PGLITE_DIR: dir }));
+      const keyed = await fetch(`${cap.url}${SIGNALS}`, { headers: { authorization: `Bearer ${restKeys[0]}` } });
+      const body = await keyed.text();
+      const staticNames = [
+        'content-type',
+        'etag',
+        'cache-control',
+        'vary',
+        'x-service-tier',
+        'access-control-allow-origin',
+        'access-control-expose-headers',
+      ];
+      const headers = Object.fromEntries(staticNames.flatMap((h) => (keyed.headers.get(h) ? [[h, keyed.headers.get(h)!]] : [])));
+      const p: Payloads = {
+        bodyFile: path.join(work, 'signals.json'),
+        headersFile: path.join(work, 'headers.json'),
+        mcpFile: path.join(work, 'mcp.json'),
+      };
+      writeFileSync(p.bodyFile, body);
+      writeFileSync(p.headersFile, JSON.stringify(headers));
+      if (want('mcp')) {
+        const r = (await (
+          await fetch(`${cap.url}/mcp`, {
+            method: 'POST',
+            headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpKeys[0]}` },
+            body: MCP_CALL,
+          })
+        ).json()) as { result: unknown };
+        writeFileSync(p.mcpFile, JSON.stringify(r.result));
+      }
+      if (want('dashboard')) await benchDashboard(cap.url);
+      await stopService(cap);
 
-    const bare = await start(['bench/bare-server.ts', bodyFile, '0']);
-    procs.push(bare.proc);
-    const base = await load(`http://127.0.0.1:${bare.port}/api/v1/signals`, { keys: memKeys });
-    await stop(bare.proc);
-    const bareMcp = await start(['bench/bare-mcp.ts', mcpFile, '0']);
-    procs.push(bareMcp.proc);
-    const baseMcp = await load(`http://127.0.0.1:${bareMcp.port}/mcp`, {
-      method: 'POST',
-      body: MCP_CALL,
-      headers: MCP_HEADERS,
-      keys: mcpKeys,
-    });
-    await stop(bareMcp.proc);
-    for (const r of [base, baseMcp]) {
-      if (r.rps * 1.05 > (r === base ? REST_RPS_CEILING : MCP_RPS_CEILING))
-        console.log('WARNING: baseline near the key-pool ceiling; raise REST_RPS_CEILING / MCP_RPS_CEILING');
-    }
+      const bare = () => startServer('bare Fastify route', scriptCommand('bench/bare-server.ts', p.bodyFile), { readyPath: SIGNALS });
+      const peer = (env: Record<string, string> = {}) =>
+        startServer(
+          env.REDIS_URL ? 'peer (Redis store)' : 'peer (memory store)',
+          scriptCommand('bench/peer-server.ts', p.bodyFile, p.headersFile, restFile),
+          {
+            env,
+            readyPath: undefined,
+          },
+        );
 
-    row('bare Fastify route (same bytes)', base);
-    // Each measured run gets its own service process, so each peak RSS belongs to one load.
-    const mem: string[] = [];
-    svc = await serve({});
-    let startup = peakRssMb(svc.proc.pid!);
-    const memRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: memKeys });
-    row('GET /api/v1/signals, key + memory limiter', memRun, base);
-    mem.push(`REST + memory limiter: ${memLine(svc.proc.pid!, startup)}`);
-    await stop(svc.proc);
+      if (want('rest')) {
+        console.log(`REST: keyed GET ${SIGNALS}, embedded PGlite, memory limiter (service) vs peer (memory store) vs bare`);
+        const b = track(await bare());
+        const pe = track(await peer());
+        const sv = track(await service('service, PGlite + memory limiter', { PGLITE_DIR: dir }));
+        for (const s of [pe, sv]) await warmKeys(s.url, rest, restKeys);
+        const m = await interleave('rest', [
+          { name: 'bare', server: b, spec: rest },
+          { name: 'peer (memory)', server: pe, spec: rest },
+          { name: 'service (memory)', server: sv, spec: rest },
+        ]);
+        await stopService(sv);
+        await stopServer(pe);
+        await stopServer(b);
+        printMedians(m, 'service (memory)');
+        const s = m.get('service (memory)')!;
+        const vsPeer = ratio(s.rps, m.get('peer (memory)')!.rps);
+        const vsBare = ratio(s.rps, m.get('bare')!.rps);
+        verdict(
+          'keyed GET /api/v1/signals, memory limiter / peer (memory store)',
+          `${x(vsPeer)} (CPU/req ${x(s.cpuUs / m.get('peer (memory)')!.cpuUs)})`,
+          '>= 1.0x',
+          vsPeer >= 1.0,
+        );
+        verdict(
+          'keyed GET /api/v1/signals, memory limiter / bare',
+          `${x(vsBare)} (CPU/req ${x(s.cpuUs / m.get('bare')!.cpuUs)})`,
+          '>= 0.45x',
+          vsBare >= 0.45,
+        );
+      }
 
-    svc = await serve({});
-    startup = peakRssMb(svc.proc.pid!);
-    row('bare SDK MCP server (same payload)', baseMcp);
-    const mcpRun = await load(`http://127.0.0.1:${svc.port}/mcp`, { method: 'POST', body: MCP_CALL, headers: MCP_HEADERS, keys: mcpKeys });
-    row('MCP tools/call get_signals, key + memory', mcpRun, baseMcp);
-    mem.push(`MCP: ${memLine(svc.proc.pid!, startup)}`);
-    await stop(svc.proc);
+      if (want('redis')) {
+        const pgDb = `bench_${process.pid}`;
+        const admin = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+        let pgUrl: string | null = null;
+        try {
+          await admin.connect();
+          await admin.query(`CREATE DATABASE ${pgDb}`);
+          pgUrl = PG_URL.replace(/\/[^/]*$/, `/${pgDb}`);
+        } catch {
+          console.log(`PostgreSQL + Redis: SKIPPED, no PostgreSQL at ${PG_URL}`);
+        }
+        if (pgUrl && !(await redisUp())) {
+          console.log(`PostgreSQL + Redis: SKIPPED, no Redis at ${REDIS_URL}`);
+        } else if (pgUrl) {
+          try {
+            console.log(`PostgreSQL + Redis: keyed GET ${SIGNALS} (service: DATABASE_URL + REDIS_URL) vs peer (Redis store) vs bare`);
+            const pgKeys = await keyPool(dir, restN, 'pg', pgUrl);
+            const pgFile = writeKeys('pg.keys', pgKeys);
+            const spec: LoadSpec = { path: SIGNALS, keysFile: pgFile };
+            const b = track(await bare());
+            const pe = track(
+              await startServer('peer (Redis store)', scriptCommand('bench/peer-server.ts', p.bodyFile, p.headersFile, pgFile), {
+                env: { REDIS_URL },
+                readyPath: undefined,
+              }),
+            );
+            const sv = track(
+              await service('service, PostgreSQL + Redis', { DATABASE_URL: pgUrl, REDIS_URL, AUTH_SECRET: 'bench-'.repeat(8) }),
+            );
+            for (const s of [pe, sv]) await warmKeys(s.url, spec, pgKeys);
+            const m = await interleave('pg+redis', [
+              { name: 'bare', server: b, spec },
+              { name: 'peer (Redis store)', server: pe, spec },
+              { name: 'service (PG + Redis)', server: sv, spec },
+            ]);
+            await stopService(sv);
+            await stopServer(pe);
+            await stopServer(b);
+            printMedians(m, 'service (PG + Redis)');
+            const s = m.get('service (PG + Redis)')!;
+            const vsPeer = ratio(s.rps, m.get('peer (Redis store)')!.rps);
+            const vsBare = ratio(s.rps, m.get('bare')!.rps);
+            verdict(
+              'PostgreSQL + Redis / peer (Redis store)',
+              `${x(vsPeer)} (CPU/req ${x(s.cpuUs / m.get('peer (Redis store)')!.cpuUs)})`,
+              '>= 1.0x',
+              vsPeer >= 1.0,
+            );
+            verdict('PostgreSQL + Redis / bare', `${x(vsBare)} (CPU/req ${x(s.cpuUs / m.get('bare')!.cpuUs)})`, '>= 0.35x', vsBare >= 0.35);
+          } finally {
+            await admin.query(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`).catch(() => {});
+          }
+        }
+        await admin.end().catch(() => {});
+      }
 
-    if (withRedis) {
-      svc = await serve({ REDIS_URL });
-      startup = peakRssMb(svc.proc.pid!);
-      const redisRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: redisKeys });
-      row('GET /api/v1/signals, key + Redis limiter', redisRun, base);
-      mem.push(`REST + Redis limiter: ${memLine(svc.proc.pid!, startup)}`);
-      await stop(svc.proc);
-    } else {
-      console.log(`Redis limiter: SKIPPED, no Redis at ${REDIS_URL}`);
-    }
-    // The same REST load with PostgreSQL instead of the embedded PGlite: no WebAssembly
-    // database in the process, and (several instances may share it) no key cache.
-    const pgBase = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-    const pgDb = `bench_${process.pid}`;
-    const admin = new pg.Client({ connectionString: pgBase, connectionTimeoutMillis: 2000 });
-    let pgUrl: string | null = null;
-    try {
-      await admin.connect();
-      await admin.query(`CREATE DATABASE ${pgDb}`);
-      pgUrl = pgBase.replace(/\/[^/]*$/, `/${pgDb}`);
-    } catch {
-      console.log(`PostgreSQL run: SKIPPED, no PostgreSQL at ${pgBase}`);
-    }
-    if (pgUrl) {
-      try {
-        const pgKeys = await keyPool(dir, n, 'pg', pgUrl);
-        svc = await serve({ DATABASE_URL: pgUrl, AUTH_SECRET: 'bench-'.repeat(8) });
-        startup = peakRssMb(svc.proc.pid!);
-        const pgRun = await load(`http://127.0.0.1:${svc.port}/api/v1/signals`, { keys: pgKeys });
-        row('GET /api/v1/signals, PostgreSQL, memory limiter', pgRun, base);
-        mem.push(`REST on PostgreSQL + memory limiter: ${memLine(svc.proc.pid!, startup)}`);
-        await stop(svc.proc);
-      } finally {
-        await admin.query(`DROP DATABASE IF EXISTS ${pgDb} WITH (FORCE)`).catch(() => {});
+      if (want('mcp')) {
+        console.log('MCP: tools/call get_signals over streamable HTTP, service vs the bare SDK server (same payload)');
+        const b = track(await startServer('bare SDK MCP server', scriptCommand('bench/bare-mcp.ts', p.mcpFile), { readyPath: undefined }));
+        const sv = track(await service('service, MCP', { PGLITE_DIR: dir }));
+        await warmKeys(sv.url, mcpSpec, mcpKeys);
+        const m = await interleave('mcp', [
+          { name: 'bare SDK MCP server', server: b, spec: mcpSpec },
+          { name: 'service MCP', server: sv, spec: mcpSpec },
+        ]);
+        await stopService(sv);
+        await stopServer(b);
+        printMedians(m, 'service MCP');
+        const r = ratio(m.get('service MCP')!.rps, m.get('bare SDK MCP server')!.rps);
+        verdict(
+          'MCP tools/call get_signals / bare SDK server',
+          `${x(r)} (CPU/req ${x(m.get('service MCP')!.cpuUs / m.get('bare SDK MCP server')!.cpuUs)})`,
+          '>= 0.7x',
+          r >= 0.7,
+        );
+      }
+
+      if (want('keys10k')) {
+        console.log(
+          `${LONG_KEYS} active keys in rotation for ${LONG_SECONDS} s, one service process (PGlite, memory limiter), vs a small pool before and after`,
+        );
+        const longFile = writeKeys('long.keys', pool.slice(0, LONG_KEYS));
+        const longSpec: LoadSpec = { path: SIGNALS, keysFile: longFile };
+        const sv = track(await service(`service, ${LONG_KEYS} keys`, { PGLITE_DIR: dir }));
+        // The same-run baseline: the smallest pool that stays under the per-minute limit at
+        // this throughput (a single api-tier key would be refused after 500 requests a minute).
+        await warmKeys(sv.url, rest, restKeys);
+        const probe = await wrk(sv.url, rest, Math.max(WARMUP, 2), sv.pid);
+        const smallN = Math.min(restN, Math.max(1, poolFor(probe.rps * 1.5)));
+        const smallSpec: LoadSpec = { path: SIGNALS, keysFile: writeKeys('small.keys', restKeys.slice(0, smallN)) };
+        const before = await wrk(sv.url, smallSpec, DURATION, sv.pid);
+        console.log(`  ${runLine(`${smallN} keys (before)`, before)}`);
+        const t0 = performance.now();
+        await warmKeys(sv.url, longSpec, pool.slice(0, LONG_KEYS));
+        console.log(`  every one of the ${LONG_KEYS} keys used once in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+        const long = await wrk(sv.url, longSpec, LONG_SECONDS, sv.pid, BUCKET_SECONDS);
+        console.log(`  ${runLine(`${LONG_KEYS} keys, ${LONG_SECONDS} s`, long)}`);
+        const after = await wrk(sv.url, smallSpec, DURATION, sv.pid);
+        console.log(`  ${runLine(`${smallN} keys (after)`, after)}`);
+        await stopService(sv);
+        // The stricter of the two small-pool p99s (the lower), measured in the same process.
+        const baseP99 = Math.min(before.p99, after.p99);
+        const mid = long.buckets.length > 0 ? median(long.buckets) : NaN;
+        const worst = long.buckets.reduce((w, b) => Math.max(w, Math.abs(b - mid) / mid), 0);
+        console.log(
+          `  per-${BUCKET_SECONDS}-s throughput (req/s): ${long.buckets.map((b) => b.toFixed(0)).join(' ')}; median ${mid.toFixed(0)}, ` +
+            `largest deviation ${(worst * 100).toFixed(1)}%`,
+        );
+        verdict(
+          `${LONG_KEYS} keys: p99 / ${smallN}-key p99 (same process)`,
+          `${long.p99.toFixed(1)} / ${baseP99.toFixed(1)} ms = ${x(long.p99 / baseP99)}`,
+          '<= 2x',
+          long.p99 <= 2 * baseP99,
+        );
+        verdict(
+          `${LONG_KEYS} keys: per-10-s throughput vs median over ${LONG_SECONDS} s`,
+          long.buckets.length > 0 ? `worst ${(worst * 100).toFixed(1)}% off (${long.buckets.length} intervals)` : 'no full interval',
+          'within 20%',
+          long.buckets.length > 0 ? worst <= 0.2 : null,
+        );
+      }
+
+      if (want('signin')) {
+        console.log('sign-in: keyed throughput before and after a sign-in through the embedded identity provider, same service process');
+        const port = await freePort();
+        const url = `http://127.0.0.1:${port}`;
+        const b = track(await bare());
+        const sv = track(await service('service, sign-in', { PGLITE_DIR: dir, PUBLIC_URL: url }, port));
+        await warmKeys(sv.url, rest, restKeys);
+        const contenders: Contender[] = [
+          { name: 'bare', server: b, spec: rest },
+          { name: 'service', server: sv, spec: rest },
+        ];
+        const before = await interleave('before sign-in', contenders);
+        const email = `bench-${Date.now()}@example.com`;
+        const password = 'correct horse battery staple bench';
+        const post = (p2: string, bodyObj: unknown) =>
+          fetch(`${url}${p2}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', origin: url },
+            body: JSON.stringify(bodyObj),
+          });
+        const up = await post('/auth/sign-up/email', { name: 'Bench', email, password });
+        const inn = await post('/auth/sign-in/email', { email, password });
+        if (up.status !== 200 || inn.status !== 200) throw new Error(`sign-up ${up.status} / sign-in ${inn.status}: ${await inn.text()}`);
+        console.log('  signed up and signed in through /auth/sign-up/email, /auth/sign-in/email');
+        // Every key used again, so both phases start with the same warm key cache.
+        await warmKeys(sv.url, rest, restKeys);
+        const after = await interleave('after sign-in', contenders);
+        await stopService(sv);
+        await stopServer(b);
+        const r = ratio(after.get('service')!.rps, before.get('service')!.rps);
+        const drift = ratio(after.get('bare')!.rps, before.get('bare')!.rps);
+        console.log(
+          `  service median ${before.get('service')!.rps.toFixed(0)} -> ${after.get('service')!.rps.toFixed(0)} req/s (${x(r)}), ` +
+            `CPU ${before.get('service')!.cpuUs.toFixed(0)} -> ${after.get('service')!.cpuUs.toFixed(0)} µs/req; bare in the same rounds ${x(drift)} (machine drift)`,
+        );
+        verdict(
+          'keyed throughput after a sign-in / before (same process)',
+          `${x(r)} (CPU/req ${x(after.get('service')!.cpuUs / before.get('service')!.cpuUs)}; bare ${x(drift)})`,
+          '>= 0.95x',
+          r >= 0.95,
+        );
       }
     }
-    await admin.end().catch(() => {});
 
-    console.log('service memory (target: peak RSS < 512 MB):');
-    for (const m of mem) console.log(`  ${m}`);
+    if (want('startup')) {
+      console.log('start-up (not pinned):');
+      const st: StartupFigures = await benchStartup();
+      verdict('first start to 200 on /readyz', `${(st.first.ms / 1000).toFixed(2)} s`, '< 8 s', st.first.ms < 8000);
+      verdict('warm start to 200 on /readyz (median)', `${(st.warmMedianMs / 1000).toFixed(2)} s`, '< 3 s', st.warmMedianMs < 3000);
+      verdict('stdio MCP answers initialize, warm', `${(st.stdio.ms / 1000).toFixed(2)} s`, '< 3 s', st.stdio.ms < 3000);
+      serviceRss.push({ run: 'first start', mb: st.first.peakRssMb });
+      st.warm.forEach((w, i) => serviceRss.push({ run: `warm start ${i + 1}`, mb: w.peakRssMb }));
+      serviceRss.push({ run: 'stdio MCP', mb: st.stdio.peakRssMb });
+    }
+
+    if (want('flush')) {
+      // The usage-flush figures (bench/usage-flush.ts, `benchUsageFlush()`), when that file exists.
+      const file = path.join(ROOT_DIR, 'bench', 'usage-flush.ts');
+      if (existsSync(file)) {
+        const mod = (await import(pathToFileURL(file).href)) as { benchUsageFlush?: () => Promise<unknown> };
+        if (mod.benchUsageFlush) await mod.benchUsageFlush();
+      } else console.log('usage flush: SKIPPED, no bench/usage-flush.ts');
+    }
+
+    if (serviceRss.length > 0) {
+      console.log('service peak RSS (VmHWM) per process, MB (target < 512 MB in every run):');
+      for (const r of serviceRss) console.log(`  ${r.run}: ${r.mb.toFixed(0)} MB`);
+      const worst = serviceRss.reduce((a, b) => (b.mb > a.mb ? b : a));
+      verdict('peak RSS, every service run', `max ${worst.mb.toFixed(0)} MB (${worst.run})`, '< 512 MB', worst.mb < 512);
+    }
   } finally {
-    for (const p of procs) if (p.exitCode === null) p.kill('SIGTERM');
+    for (const s of running) if (s.proc.exitCode === null && s.proc.signalCode === null) s.proc.kill('SIGTERM');
     rmSync(work, { recursive: true, force: true });
+  }
+
+  if (verdicts.length > 0) {
+    console.log(
+      `\nMust show (issue #13), ${CONNECTIONS} connections, ${DURATION} s runs; load average at the end ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}:`,
+    );
+    const w = Math.max(...verdicts.map((v) => v.what.length));
+    const f = Math.max(...verdicts.map((v) => v.figure.length));
+    for (const v of verdicts)
+      console.log(
+        `  ${v.what.padEnd(w)}  ${v.figure.padEnd(f)}  target ${v.target.padEnd(10)} met: ${v.met === null ? 'n/a' : v.met ? 'yes' : 'NO'}`,
+      );
   }
 }
 
