@@ -215,31 +215,37 @@ export class KeyService {
   }
 }
 
-/** The NOTIFY channel of key-cache invalidations (payload `k:<keyId>:<nonce>` or `tier:<nonce>`). */
+/**
+ * The NOTIFY channel of key-cache invalidations. Payloads: `k:<keyId>:<nonce>` (a revoked
+ * key), `tier:<nonce>` (a plan change: evict all), `ack:<nonce>:<instance>` (an instance has
+ * evicted for notice `nonce`).
+ */
 export const KEY_CACHE_CHANNEL = 'key_cache';
-/** Longest wait of a revocation or plan change for its own notice to come back, ms. */
-const NOTICE_LOOPBACK_MS = 2000;
+/** Longest wait of a revocation or plan change for every instance's acknowledgement, ms. */
+const NOTICE_ACK_TIMEOUT_MS = 2000;
 
 /**
  * Key-cache invalidation across instances (KeyInvalidation), on two paths:
  * - With Redis: a revocation writes a marker for the key id (TierRateLimiter.markRevoked) and
  *   a plan change moves the tier epoch (bumpTierEpoch) before the operation answers; every
  *   request with a cached key checks both in the same script as its quota (Access.meter), so
- *   the next request on any instance is refused (or its tier re-read) whatever its cache holds.
- *   While Redis is unreachable the limiter counts in memory and skips that check: the notices
- *   below then stand alone.
- * - With PostgreSQL: NOTIFY on KEY_CACHE_CHANNEL; every subscribed instance evicts. The
- *   operation answers only after its own notice has come back to this instance's listener
- *   (at most NOTICE_LOOPBACK_MS): PostgreSQL has then sent it to every listening session,
- *   and an instance reads it as soon as its event loop next turns; a request arriving at
- *   another instance in that gap (microseconds to a few ms, more under heavy load) can still
- *   be served from its cache. Without Redis this is the guarantee: prompt, not strictly
- *   "the very next request". An instance that loses its notice connection stops using its
- *   cache (every request is then looked up) until it has subscribed again.
+ *   the next request on any instance is refused (or its tier re-read) whatever its cache
+ *   holds. While Redis is unreachable the limiter counts in memory and skips that check: the
+ *   notices below then stand alone.
+ * - With PostgreSQL: NOTIFY on KEY_CACHE_CHANNEL; every subscribed instance evicts, then
+ *   acknowledges. The operation answers once as many instances have acknowledged as hold
+ *   the presence lock (Coordination.presence: every instance subscribed now), so the next
+ *   request anywhere finds the key evicted. Bounded by NOTICE_ACK_TIMEOUT_MS: an instance
+ *   that does not acknowledge in time (stalled, or its connection lost without PostgreSQL
+ *   noticing yet) is reported and not waited for; until its next notice it may serve from
+ *   its cache. An instance that knows it lost its notice connection stops using its cache
+ *   (every request is then looked up) until it has subscribed again.
  * On PGlite one process owns the database: the synchronous eviction is the whole story.
  */
 export class KeyNotices implements KeyInvalidation {
-  readonly #pending = new Map<string, () => void>();
+  readonly #instance = randomUUID();
+  /** Notices of this instance awaiting acknowledgements: nonce -> instances that acknowledged, and a wake-up. */
+  readonly #pending = new Map<string, { acks: Set<string>; wake: () => void }>();
   #subscribed = false;
 
   constructor(
@@ -249,19 +255,30 @@ export class KeyNotices implements KeyInvalidation {
   ) {}
 
   /**
-   * Subscribes `keys` to the notices: it evicts on each, and trusts its cache only while the
-   * subscription stands.
-   * @throws when the first subscription fails (the cache then stays untrusted).
+   * Subscribes `keys` to the notices: it evicts on each (and acknowledges it), and trusts its
+   * cache only while the subscription stands.
+   * @throws when the first subscription fails (the cache then stays untrusted; retried in the background).
    */
   async subscribe(keys: KeyService): Promise<void> {
     await this.coordination.listen(
       KEY_CACHE_CHANNEL,
       (payload) => {
         const [kind, a, b] = payload.split(':');
+        if (kind === 'ack') {
+          const p = a ? this.#pending.get(a) : undefined;
+          if (p && b) {
+            p.acks.add(b);
+            p.wake();
+          }
+          return;
+        }
         if (kind === 'k' && a) keys.evict(a);
         else keys.evict('all');
         const nonce = kind === 'k' ? b : a;
-        if (nonce) this.#pending.get(nonce)?.();
+        if (nonce)
+          this.coordination
+            .notify(KEY_CACHE_CHANNEL, `ack:${nonce}:${this.#instance}`)
+            .catch((e: unknown) => this.onError(e, 'key-cache acknowledgement (PostgreSQL)'));
       },
       (subscribed) => {
         this.#subscribed = subscribed;
@@ -280,19 +297,28 @@ export class KeyNotices implements KeyInvalidation {
     await this.#send((nonce) => `tier:${nonce}`);
   }
 
-  /** NOTIFYs, then waits (bounded) for the notice to come back when subscribed. */
+  /** NOTIFYs, then (when subscribed) waits, bounded, until every present instance has acknowledged. */
   async #send(payload: (nonce: string) => string): Promise<void> {
     const nonce = randomUUID();
+    const entry = { acks: new Set<string>(), wake: () => {} };
+    if (this.#subscribed) this.#pending.set(nonce, entry);
     let timer: NodeJS.Timeout | undefined;
-    const back = this.#subscribed
-      ? new Promise<void>((resolve) => {
-          this.#pending.set(nonce, resolve);
-          timer = setTimeout(resolve, NOTICE_LOOPBACK_MS);
-        })
-      : null;
     try {
       await this.coordination.notify(KEY_CACHE_CHANNEL, payload(nonce));
-      await back;
+      if (!this.#subscribed) return;
+      const present = await this.coordination.presence();
+      const all = await new Promise<boolean>((resolve) => {
+        entry.wake = () => {
+          if (entry.acks.size >= present) resolve(true);
+        };
+        timer = setTimeout(() => resolve(false), NOTICE_ACK_TIMEOUT_MS);
+        entry.wake();
+      });
+      if (!all)
+        this.onError(
+          new Error(`${entry.acks.size} of ${present} instances acknowledged within ${NOTICE_ACK_TIMEOUT_MS} ms`),
+          'key-cache notice (PostgreSQL)',
+        );
     } catch (e) {
       this.onError(e, 'key-cache notice (PostgreSQL)');
     } finally {

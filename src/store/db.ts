@@ -45,10 +45,18 @@ export interface Coordination {
   listen(channel: string, onNotice: (payload: string) => void, onState?: (subscribed: boolean) => void): Promise<void>;
   /** Sends a notice on `channel` to every listening instance. */
   notify(channel: string, payload: string): Promise<void>;
+  /**
+   * How many instances are subscribed to notices right now, this one included (PostgreSQL:
+   * the sessions holding the shared presence lock, taken after their LISTENs on the
+   * coordination connection and lost with it; PGlite: 1).
+   */
+  presence(): Promise<number>;
 }
 
 /** The advisory-lock key of the live-ingest leader (any constant unique to this service). */
 const LEADER_LOCK_KEY = 727302;
+/** The advisory-lock key held shared by every instance subscribed to notices (Coordination.presence). */
+const PRESENCE_LOCK_KEY = 727303;
 /** Bound on the dedicated coordination connection's waits, ms. */
 const COORDINATION_TIMEOUT_MS = 5000;
 /** Delay between attempts to re-establish a lost coordination connection while anyone listens, ms. */
@@ -171,6 +179,7 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
       notify: async (channel, payload) => {
         await client.query('SELECT pg_notify($1, $2)', [channel, payload]);
       },
+      presence: async () => 1,
     };
     return {
       db: db as unknown as Db,
@@ -250,6 +259,7 @@ function pgCoordination(newClient: () => PgClient): Coordination & { close(): Pr
       try {
         await c.connect();
         for (const ch of listeners.keys()) await c.query(`LISTEN "${ch}"`);
+        if (listeners.size > 0) await c.query('SELECT pg_advisory_lock_shared($1)', [PRESENCE_LOCK_KEY]);
       } catch (err) {
         c.end().catch(() => {});
         throw err;
@@ -278,7 +288,11 @@ function pgCoordination(newClient: () => PgClient): Coordination & { close(): Pr
       if (onState) states.push(onState);
       try {
         const c = await connect();
-        if (first) await c.query(`LISTEN "${channel}"`);
+        if (first) {
+          await c.query(`LISTEN "${channel}"`);
+          // Counted as present once listening (a second shared hold by this session is harmless).
+          await c.query('SELECT pg_advisory_lock_shared($1)', [PRESENCE_LOCK_KEY]);
+        }
         if (client === c) onState?.(true);
       } catch (err) {
         scheduleRetry();
@@ -288,6 +302,16 @@ function pgCoordination(newClient: () => PgClient): Coordination & { close(): Pr
     async notify(channel, payload) {
       const c = await connect();
       await c.query('SELECT pg_notify($1, $2)', [channel, payload]);
+    },
+    async presence() {
+      const c = await connect();
+      // Sessions (not locks: one session may hold the shared lock more than once) in this database.
+      const r = await c.query(
+        `SELECT count(DISTINCT pid)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ShareLock'
+           AND classid = 0 AND objid = $1 AND objsubid = 1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        [PRESENCE_LOCK_KEY],
+      );
+      return Number(r.rows[0]?.n ?? 0);
     },
     async close() {
       closed = true;
