@@ -70,6 +70,8 @@ export interface KeyInvalidation {
  */
 export class KeyService {
   readonly #cache: LRUCache<string, CachedKey>;
+  /** Key id -> digest of the cached entry, so that a revocation evicts without a scan. */
+  readonly #byId = new Map<string, string>();
   /** Bumped by every eviction, so a look-up that raced with one is not cached. */
   #generation = 0;
   #trusted: boolean;
@@ -85,7 +87,13 @@ export class KeyService {
     private readonly usage: UsageTracker,
     opts: { cacheMax?: number; trusted?: boolean; invalidation?: KeyInvalidation } = {},
   ) {
-    this.#cache = new LRUCache<string, CachedKey>({ max: opts.cacheMax ?? KEY_CACHE_MAX });
+    this.#cache = new LRUCache<string, CachedKey>({
+      max: opts.cacheMax ?? KEY_CACHE_MAX,
+      // Keeps the key-id index in step with whatever leaves the cache (LRU, TTL, delete, clear).
+      dispose: (e, hash) => {
+        if (this.#byId.get(e.caller.keyId) === hash) this.#byId.delete(e.caller.keyId);
+      },
+    });
     this.#trusted = opts.trusted ?? true;
     this.#invalidation = opts.invalidation ?? null;
   }
@@ -97,7 +105,8 @@ export class KeyService {
       this.#cache.clear();
       return;
     }
-    for (const [hash, e] of this.#cache.entries()) if (e.caller.keyId === keyId) this.#cache.delete(hash);
+    const hash = this.#byId.get(keyId);
+    if (hash !== undefined) this.#cache.delete(hash);
   }
 
   /**
@@ -210,6 +219,7 @@ export class KeyService {
     const caller: KeyCaller = { keyId: found.keyId, userId: found.userId, tier: found.tier };
     if (this.#trusted && generation === this.#generation) {
       this.#cache.set(hash, { caller, epoch }, { ttl: KEY_CACHE_TTL_MS + Math.floor(Math.random() * KEY_CACHE_TTL_MS) });
+      this.#byId.set(caller.keyId, hash);
     }
     return caller;
   }
