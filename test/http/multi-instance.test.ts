@@ -4,6 +4,18 @@ import type { AddressInfo } from 'node:net';
 import { createService, type Service } from '../../src/server.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL, redisAvailable, testConfig } from '../helpers/env.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
+import pg from 'pg';
+
+const { Client } = pg;
+
+/** Polls `cond` every 250 ms until it holds; fails after 15 s with `what`. */
+async function until(cond: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const end = Date.now() + 15_000;
+  while (!(await cond())) {
+    if (Date.now() > end) assert.fail(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
 
 /** How many keys the revocation check revokes, one after the other. */
 const REVOCATIONS = 50;
@@ -24,6 +36,7 @@ for (const withRedis of [true, false]) {
     let urlA = '';
     let urlB = '';
     let drop: (() => Promise<void>) | undefined;
+    let dbUrl = '';
 
     before(async () => {
       if (!(await postgresAvailable())) {
@@ -37,6 +50,7 @@ for (const withRedis of [true, false]) {
       idp = await startTestIdp();
       const tmp = await createTempPgDatabase();
       drop = tmp.drop;
+      dbUrl = tmp.url;
       // TRUST_PROXY: each revocation check comes from its own address (X-Forwarded-For), so
       // that the refusals do not add up to the per-address failed-authentication budget.
       const cfg = testConfig({
@@ -132,6 +146,42 @@ for (const withRedis of [true, false]) {
         assert.equal(await a.keys.setTier(`${sub}@example.com`, tier), 1);
         assert.equal((await get(urlB, k.key)).headers.get('x-service-tier'), tier);
       }
+    });
+
+    test('an instance that loses its notice connection stops using its cache until it has subscribed again', async (t) => {
+      if (skip) return t.skip(skip);
+      const sub = `multi-${tag}-reconnect-user`;
+      const jwt = await idp.token(sub);
+      const k = await createKey(urlA, jwt);
+      assert.equal((await get(urlB, k.key)).status, 200);
+      assert.ok(b.keys.cached(k.key), 'cached on B');
+      // Ends every instance's coordination session (the holders of the presence lock), as a
+      // database restart or a network cut would.
+      const pg = new Client({ connectionString: dbUrl });
+      await pg.connect();
+      try {
+        const r = await pg.query(
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = 727303
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        );
+        assert.ok(r.rows[0].n >= 2);
+      } finally {
+        await pg.end();
+      }
+      await until(() => b.keys.cached(k.key) === undefined, 'B drops its cache when the connection is lost');
+      // While unsubscribed B looks keys up (not cached); once back it caches again. (Any
+      // status: the free key's 10 per minute may run out while polling; it is verified all the same.)
+      await until(
+        async () => (await get(urlB, k.key)).status > 0 && b.keys.cached(k.key) !== undefined,
+        'B caches again once re-subscribed',
+      );
+      const rv = await fetch(`${urlA}/api/v1/keys/revoke`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ key_id: k.id }),
+      });
+      assert.equal(rv.status, 200);
+      assert.equal((await get(urlB, k.key)).status, 401);
     });
 
     if (withRedis) {
