@@ -6,7 +6,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.data/**', 'src/store/migrations/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.data/**', 'dist/**', 'src/store/migrations/**', 'coverage/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

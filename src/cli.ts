@@ -3,16 +3,12 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Argument, Command, CommanderError, Option } from 'commander';
-import { AdminChannelError, adminSocketPath, requestSetTier } from './admin/channel.ts';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
-import { createCore, logPhase, prepareCore } from './core.ts';
 import { isDependencyDown, loggableError, ServiceError, unexpectedError } from './errors.ts';
-import { DataValidationError } from './providers/port.ts';
-import { TierRateLimiter } from './rate-limit/limiter.ts';
-import { KEY_CACHE_TTL_MS, KeyNotices } from './services/keys.ts';
-import { type Coordination, DatabaseInUseError, openDatabase } from './store/db.ts';
-import { UserRepo } from './store/user-repo.ts';
+import type { Coordination } from './store/db.ts';
+// Everything else is imported by the command that needs it (start-up time: `mcp --stdio`
+// answers `initialize` before the core's modules are loaded, `--version` loads none).
 
 /*
  * The command line (commander): `serve` (default), `mcp --stdio`, `backfill`, `backtest`,
@@ -45,7 +41,7 @@ const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'u
 
 async function serve(cfg: Config): Promise<void> {
   // Only `serve` loads the HTTP stack (Fastify, the identity provider).
-  const { createService } = await import('./server.ts');
+  const [{ createService }, { logPhase }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
   const svc = await createService(cfg);
   let stopping = false;
   const stop = async (signal: string) => {
@@ -63,23 +59,34 @@ async function serve(cfg: Config): Promise<void> {
   svc.app.log.info({ as_of: svc.market.asOf, database: svc.database.kind, address }, 'market-intelligence service ready');
 }
 
+/**
+ * MCP over stdio: the transport is connected first, so `initialize` is answered within about
+ * a second; the core (database, dataset, series, backfill) is built meanwhile and the tools
+ * wait for it (src/mcp/stdio.ts).
+ */
 async function mcpStdio(cfg: Config): Promise<void> {
-  const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
   // stdout carries the protocol: logs (start-up progress included) go to stderr.
-  const core = await createCore(cfg, { logStream: process.stderr });
-  try {
-    await prepareCore(core);
-    await runStdio(
-      { services: core, access: core.access, log: core.log, asOf: core.market.asOf, onClose: () => core.stop() },
-      process.env[STDIO_KEY_ENV] || undefined,
-    );
-  } catch (err) {
-    await core.stop().catch(() => {});
-    throw err;
-  }
+  const { createLogger } = await import('./logger.ts');
+  const log = createLogger(cfg.LOG_LEVEL, process.stderr);
+  const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
+  const core = (async () => {
+    // Let the transport read and answer `initialize` before the start-up's work takes the event loop.
+    await new Promise((r) => setTimeout(r, 50));
+    const coreModule = await import('./core.ts');
+    const c = await coreModule.createCore(cfg, { log });
+    try {
+      await coreModule.prepareCore(c);
+    } catch (err) {
+      await c.stop().catch(() => {});
+      throw err;
+    }
+    return { services: c, access: c.access, log: c.log, asOf: c.market.asOf, onClose: () => c.stop() };
+  })();
+  await runStdio(core, process.env[STDIO_KEY_ENV] || undefined, log);
 }
 
 async function backfill(cfg: Config): Promise<void> {
+  const { createCore, prepareCore } = await import('./core.ts');
   const core = await createCore(cfg);
   try {
     await prepareCore(core);
@@ -136,6 +143,7 @@ async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
  * some failed (they keep their last good data), 1 on a fatal error.
  */
 async function ingestOnce(cfg: Config): Promise<void> {
+  const { createCore, prepareCore } = await import('./core.ts');
   const core = await createCore({ ...cfg, LIVE: true });
   try {
     await prepareCore(core);
@@ -163,6 +171,11 @@ async function ingestOnce(cfg: Config): Promise<void> {
  * @returns the number of users changed.
  */
 async function setTier(cfg: Config, email: string, tier: PlanTier): Promise<{ users: number; via: string }> {
+  const [{ AdminChannelError, adminSocketPath, requestSetTier }, { DatabaseInUseError, openDatabase }, { UserRepo }] = await Promise.all([
+    import('./admin/channel.ts'),
+    import('./store/db.ts'),
+    import('./store/user-repo.ts'),
+  ]);
   let database;
   try {
     database = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
@@ -200,6 +213,10 @@ async function announceTierChange(cfg: Config, coordination: Coordination): Prom
       })
     : null;
   redis?.on('error', () => {});
+  const [{ TierRateLimiter }, { KEY_CACHE_TTL_MS, KeyNotices }] = await Promise.all([
+    import('./rate-limit/limiter.ts'),
+    import('./services/keys.ts'),
+  ]);
   try {
     await new KeyNotices(coordination, new TierRateLimiter(redis), (err, what) =>
       process.stderr.write(
@@ -290,7 +307,7 @@ function program(): Command {
     .option('--to <YYYY-MM-DD>', 'last decision day (default: the data as-of day)')
     .option('--cost-bps <n>', 'cost per unit of position change, basis points', '10')
     .option('--walk-forward', 'choose the parameters per year on the data before it and score the year out of sample')
-    .option('--model <version>', 'signals-v1 or signals-v2 (fixed mode; default the served model)')
+    .option('--model <version>', 'signals-v1, signals-v2 or signals-v3 (default the served model; walk-forward: v2 or v3)')
     .addOption(new Option('--json', 'print the report as JSON').conflicts('markdown'))
     .option('--markdown', 'print docs/track-record.md')
     .action((opts: BacktestFlags, cmd: Command) => backtest(config(flags(cmd)), opts));
@@ -334,13 +351,15 @@ async function main(): Promise<void> {
   }
 }
 
+/** Errors whose message says what to do (printed alone); by name, so that their modules need not be loaded here. */
+const EXPLAINED = new Set(['DatabaseInUseError', 'DataValidationError']);
+
 main().catch((err: unknown) => {
   if (
     err instanceof ConfigError ||
-    err instanceof DatabaseInUseError ||
     err instanceof ServiceError ||
-    err instanceof DataValidationError ||
-    err instanceof RangeError
+    err instanceof RangeError ||
+    (err instanceof Error && EXPLAINED.has(err.name))
   ) {
     process.stderr.write(`${(err as Error).message}\n`);
   } else if ((err as { code?: unknown })?.code === 'EADDRINUSE') {

@@ -200,6 +200,12 @@ const EnvSchema = z.object({
    * of a key needs no database query.
    */
   KEY_CACHE_MAX: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
+  /**
+   * Most keys whose usage one statement of the flush writes; the flush yields to the event
+   * loop between two statements (services/usage.ts), so a flush over many keys does not stall
+   * requests.
+   */
+  USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(500),
 });
 
 /** The validated configuration, read once at start. */

@@ -1,6 +1,5 @@
-import { Redis } from 'ioredis';
-import { pino, type Logger } from 'pino';
-import { createJwtVerifier } from './auth/jwt.ts';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 import { ConfigError, type Config } from './config.ts';
 import { loggableError } from './errors.ts';
 import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
@@ -24,6 +23,7 @@ import { KeyRepo } from './store/key-repo.ts';
 import { MarketRepo } from './store/market-repo.ts';
 import { ThesisRepo } from './store/thesis-repo.ts';
 import { UserRepo } from './store/user-repo.ts';
+import { createLogger } from './logger.ts';
 
 /**
  * The framework-free core of the service (docs/architecture.md): the database and its
@@ -53,23 +53,7 @@ export interface Core extends Services {
   stop(): Promise<void>;
 }
 
-/**
- * The logger of the process: pino, JSON lines to `stream` (default stdout). Authorization
- * and cookie headers are redacted should a request's headers ever be logged.
- */
-export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.WritableStream): Logger {
-  return pino(
-    {
-      level,
-      // No wildcard paths: they cost on every line.
-      redact: {
-        paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'],
-        censor: '[redacted]',
-      },
-    },
-    (stream ?? process.stdout) as pino.DestinationStream,
-  );
-}
+export { createLogger } from './logger.ts';
 
 /**
  * Logs one start-up phase as a JSON line: `{phase, ms, ...extra, msg: 'start-up: <what>'}`,
@@ -94,8 +78,8 @@ const REDIS_PROBE_MS = 500;
  * while it is not ready the limiter goes to memory at once instead of waiting for each
  * command's timeout. Failures are logged once per outage.
  */
-function connectRedis(url: string, log: Logger, t: { commandTimeout: number; connectTimeout: number }): Redis {
-  const redis = new Redis(url, {
+function connectRedis(RedisClient: typeof Redis, url: string, log: Logger, t: { commandTimeout: number; connectTimeout: number }): Redis {
+  const redis = new RedisClient(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: t.commandTimeout,
@@ -143,8 +127,15 @@ export async function createCore(
   const log = opts.log ?? createLogger(config.LOG_LEVEL, opts.logStream);
   let t = performance.now();
   log.info(
-    { phase: 'begin', database: config.DATABASE_URL ? 'postgres' : 'pglite', data_dir: config.DATA_DIR, as_of: config.AS_OF ?? 'newest' },
-    'start-up: opening the database, then loading the dataset and computing every series',
+    {
+      phase: 'begin',
+      // Since the process started: Node's own start and the modules loaded so far.
+      ms: Math.round(t),
+      database: config.DATABASE_URL ? 'postgres' : 'pglite',
+      data_dir: config.DATA_DIR,
+      as_of: config.AS_OF ?? 'newest',
+    },
+    `start-up: process up and modules loaded in ${Math.round(t)} ms; opening the database, then loading the dataset and computing every series`,
   );
   const database = await openDatabase({
     databaseUrl: config.DATABASE_URL,
@@ -157,7 +148,15 @@ export async function createCore(
       idleInTransaction: config.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     },
   });
-  t = logPhase(log, 'database', 'database opened and migrated', t, { database: database.kind });
+  t = logPhase(
+    log,
+    'database',
+    database.created === 'existing'
+      ? 'database opened and migrated'
+      : `new embedded database ${database.created === 'template' ? "loaded from the build's template" : 'initialised (initdb: no template, run npm run build)'} and migrated`,
+    t,
+    { database: database.kind, created: database.created },
+  );
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
   try {
@@ -190,11 +189,15 @@ export async function createCore(
     );
     t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
     const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
-    usage = new UsageTracker(repos.keys, config.USAGE_FLUSH_MS, (e) =>
-      log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
+    usage = new UsageTracker(
+      repos.keys,
+      config.USAGE_FLUSH_MS,
+      (e) => log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
+      config.USAGE_FLUSH_CHUNK,
     );
+    // ioredis and jose are loaded only when configured (start-up time).
     redis = config.REDIS_URL
-      ? connectRedis(config.REDIS_URL, log, {
+      ? connectRedis((await import('ioredis')).Redis, config.REDIS_URL, log, {
           commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
           connectTimeout: config.REDIS_CONNECT_TIMEOUT_MS,
         })
@@ -224,7 +227,9 @@ export async function createCore(
       limiter,
       usage,
       userTier: (id) => repos.users.userTier(id),
-      jwt: config.AUTH_ISSUER ? createJwtVerifier({ issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE }) : null,
+      jwt: config.AUTH_ISSUER
+        ? (await import('./auth/jwt.ts')).createJwtVerifier({ issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE })
+        : null,
     });
     usage.start();
     const u = usage;

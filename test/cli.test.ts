@@ -275,7 +275,7 @@ test('backtest: the table by default; bad options are one-line errors', async ()
   assert.equal(badCost.code, 1);
   assert.match(badCost.stderr, /^--cost-bps must be a number, got 'ten'\n$/);
   assert.equal(badModel.code, 1);
-  assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1 or signals-v2\n$/);
+  assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1, signals-v2, signals-v3\n$/);
 });
 
 test('ingest --once: one live round against local upstreams, a JSON line per series and a summary; a second round stores nothing new', async () => {

@@ -12,8 +12,9 @@ import type { Logger } from 'pino';
 import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors.ts';
 import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
+import { betterAuthStorages, ContextGate } from './context-gate.ts';
 import { passwordProblem } from './password-policy.ts';
-import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase } from './session-store.ts';
+import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase, trackingStorage } from './session-store.ts';
 
 /** Where better-auth's endpoints are mounted (`/auth/sign-in/email`, `/auth/token`, `/auth/jwks`, ...). */
 export const AUTH_BASE_PATH = '/auth';
@@ -121,6 +122,10 @@ export async function createEmbeddedIdentity(opts: {
   const origin = new URL(baseUrl).origin;
   const issuer = baseUrl;
   const log = opts.log.child({ component: 'identity' });
+  // Every call into better-auth goes through the gate: its AsyncLocalStorages (and ours) are
+  // switched off whenever no identity work is in flight, so keyed API requests do not pay
+  // for them after a sign-in (context-gate.ts).
+  const gate = new ContextGate(() => [...betterAuthStorages(), trackingStorage]);
 
   const auth = betterAuth({
     appName: 'Market Intelligence API',
@@ -139,7 +144,13 @@ export async function createEmbeddedIdentity(opts: {
     // email (better-auth's generic duplicate response), so it does not reveal which emails exist.
     emailAndPassword: { enabled: true, autoSignIn: false, minPasswordLength: 8, maxPasswordLength: 128 },
     rateLimit: { enabled: true, storage: 'memory' },
-    advanced: { ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] } },
+    advanced: {
+      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
+      // Work better-auth leaves running after a response keeps its storages on until it settles.
+      backgroundTasks: {
+        handler: (work) => gate.track(work, (err) => log.error({ err: safeError(err) }, 'identity provider: background task failed')),
+      },
+    },
     // No `level`: better-auth's default (warn); setting one would also echo API errors to the console.
     logger: {
       log: (level, message, ...args) => {
@@ -186,11 +197,13 @@ export async function createEmbeddedIdentity(opts: {
     ],
   });
 
-  const ctx = await auth.$context;
   const startup = opts.jobsDb ?? opts.db;
-  await retireUndecryptableKeys(startup, ctx.secretConfig, log);
-  // Sessions stored in clear before digests: unusable now (lookups digest the token); removed.
-  await startup.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
+  await gate.run(async () => {
+    const ctx = await auth.$context;
+    await retireUndecryptableKeys(startup, ctx.secretConfig, log);
+    // Sessions stored in clear before digests: unusable now (lookups digest the token); removed.
+    await startup.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
+  });
 
   const discovery = JSON.stringify({
     issuer,
@@ -201,11 +214,11 @@ export async function createEmbeddedIdentity(opts: {
     service_documentation: `${baseUrl}/signin`,
   });
 
-  const jwks = localJwks(async () => (await auth.api.getJwks()) as JSONWebKeySet);
+  const jwks = localJwks(() => gate.run(async () => (await auth.api.getJwks()) as JSONWebKeySet));
   const handler = async (request: Request): Promise<Response> => {
     let outcome: { result: Response | null; databaseDown: boolean; err?: unknown };
     try {
-      outcome = await trackDatabase(() => auth.handler(request));
+      outcome = await gate.run(() => trackDatabase(() => auth.handler(request)));
     } catch (err) {
       outcome = { result: null, databaseDown: (err instanceof IdentityDatabaseError && err.unavailable) || isDependencyDown(err), err };
     }

@@ -29,6 +29,9 @@ interface RequestState {
 
 const requestState = new AsyncLocalStorage<RequestState>();
 
+/** The storage trackDatabase uses, to disable when no identity request is in flight (see context-gate.ts). */
+export const trackingStorage: { disable(): void } = requestState;
+
 /**
  * Runs `fn` (one identity-provider request) and tells whether a database call made during it
  * failed because the database is unreachable (see isDependencyDown in src/errors.ts), even

@@ -68,6 +68,27 @@ export interface SignalModel {
   confirmDays: number;
   /** Horizons (calendar days) of the time-series momentum factor (v2 scoring). */
   momentumDays: readonly number[];
+  /**
+   * Asymmetric confirmation (v3): a change that lowers the conviction of a reported buy or sell
+   * level (strong_buy -> buy, buy -> neutral or lower; strong_sell -> sell, sell -> neutral or
+   * higher) is reported at once; every other change still needs `confirmDays`. Default false.
+   */
+  exitAtOnce?: boolean;
+  /**
+   * Downside-volatility regime gate on buys (v3), or null/absent for none: while the asset's
+   * downside semideviation of daily returns over the last `shortDays` exceeds `max` times that
+   * over the last `longDays`, buy and strong_buy are capped at neutral. When either window has
+   * too few returns the gate is open (missing data never blocks, as a missing factor never
+   * counts). The score and factors are unchanged.
+   */
+  volGate?: VolGate | null;
+}
+
+/** Parameters of {@link SignalModel.volGate} (windows in calendar days, `max` a ratio). */
+export interface VolGate {
+  shortDays: number;
+  longDays: number;
+  max: number;
 }
 
 /** The original model (TradingView bands, no confirmation, contrarian RSI / Fear & Greed / funding). */
@@ -131,8 +152,40 @@ export const MODEL_V2: SignalModel = modelV2({ buy: 0.3, strong: 0.55 });
 /** First day model v2 was not fitted on: the live track record starts here. */
 export const MODEL_V2_LIVE_FROM = '2025-10-01';
 
+/**
+ * The volatility regime of model v3: downside semideviation of daily returns over the last 90
+ * days (the momentum factor's volatility window) against the last 365 days (one year); buys
+ * need the recent downside risk at or below the year's (ratio <= 1). Not tuned: 1 is "no more
+ * downside risk than usual" (docs/methodology.md, "Signal model v3").
+ */
+export const V3_VOL_GATE: VolGate = { shortDays: VOL_WINDOW_DAYS, longDays: 365, max: 1 };
+/** Minimum daily returns in the long window of the volatility gate (two thirds, as 60 of 90). */
+export const VOL_GATE_MIN_LONG_RETURNS = 240;
+
+/** The walk-forward grid of model v3: v2's level bands ({@link MODEL_V2_GRID}). */
+export const MODEL_V3_GRID: readonly SignalModel['bands'][] = MODEL_V2_GRID;
+
+/**
+ * Model v3 with the given bands: v2's factors, weights, hysteresis and 3-day entry
+ * confirmation, plus asymmetric confirmation (exits from a buy or sell level at once) and the
+ * downside-volatility regime gate on buys ({@link V3_VOL_GATE}).
+ */
+export function modelV3(bands: SignalModel['bands']): SignalModel {
+  return { ...modelV2(bands), version: 'signals-v3', exitAtOnce: true, volGate: V3_VOL_GATE };
+}
+
+/**
+ * Model v3 as served: the bands the walk-forward rule picks on all the data before
+ * {@link MODEL_V3_LIVE_FROM} (checked by test/services/backtest.test.ts).
+ */
+export const MODEL_V3: SignalModel = modelV3({ buy: 0.3, strong: 0.55 });
+/** First day model v3 was not fitted on: the live track record starts here. */
+export const MODEL_V3_LIVE_FROM = '2025-10-01';
+
 /** The model the service serves. */
-export const CURRENT_MODEL: SignalModel = MODEL_V2;
+export const CURRENT_MODEL: SignalModel = MODEL_V3;
+/** First day the served model was not fitted on. */
+export const CURRENT_LIVE_FROM = MODEL_V3_LIVE_FROM;
 
 /**
  * Five-level signal from a score in [-1, 1], with TradingView's technical-rating bands:
@@ -159,6 +212,16 @@ export function levelWithHysteresis(score: number, current: SignalLevel, model: 
   if (raw === current || model.margin <= 0) return raw;
   const shifted = signalLevel(LEVEL_RANK[raw] > LEVEL_RANK[current] ? score - model.margin : score + model.margin, model.bands);
   return shifted === current ? current : raw;
+}
+
+/**
+ * Whether moving from `current` to `proposed` lowers the conviction of a reported buy or sell
+ * level (toward neutral or past it): the changes model v3 reports at once.
+ */
+export function lowersConviction(current: SignalLevel, proposed: SignalLevel): boolean {
+  const c = LEVEL_RANK[current];
+  const p = LEVEL_RANK[proposed];
+  return (c > 0 && p < c) || (c < 0 && p > c);
 }
 
 /** Factor scoring functions (pure, documented in docs/methodology.md). */
@@ -594,6 +657,13 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
   let volN = 0;
   let volS = 0;
   let volS2 = 0;
+  // Volatility gate (v3): sums of squared negative returns (fractions) over the short and long windows.
+  const gate = model.volGate ?? null;
+  const gate2 = { sLo: 0, sN: 0, sD: 0, lLo: 0, lN: 0, lD: 0 };
+  const down = (k: number): number => {
+    const x = dailyRet[k];
+    return x !== null && x !== undefined && x < 0 ? (x / 100) * (x / 100) : 0;
+  };
 
   const weightsOf = model.weights;
   const applicable = FACTOR_ORDER.filter((f) => weightsOf[f] > 0 && (f !== 'chain_health' || chainHealth !== null));
@@ -648,6 +718,34 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
         volS2 -= x * x;
       }
       volLo++;
+    }
+    let gateClosed = false;
+    if (gate) {
+      if (r !== null && r !== undefined) {
+        const d2 = down(i);
+        gate2.sN++;
+        gate2.sD += d2;
+        gate2.lN++;
+        gate2.lD += d2;
+      }
+      while (dn[gate2.sLo]! <= today - gate.shortDays) {
+        if (dailyRet[gate2.sLo] !== null && dailyRet[gate2.sLo] !== undefined) {
+          gate2.sN--;
+          gate2.sD -= down(gate2.sLo);
+        }
+        gate2.sLo++;
+      }
+      while (dn[gate2.lLo]! <= today - gate.longDays) {
+        if (dailyRet[gate2.lLo] !== null && dailyRet[gate2.lLo] !== undefined) {
+          gate2.lN--;
+          gate2.lD -= down(gate2.lLo);
+        }
+        gate2.lLo++;
+      }
+      if (gate2.sN >= VOL_MIN_RETURNS && gate2.lN >= VOL_GATE_MIN_LONG_RETURNS && gate2.lD > 0) {
+        // Semideviations sqrt(mean of squared negative returns); compare squares to avoid the roots.
+        gateClosed = gate2.sD / gate2.sN > gate.max * gate.max * (gate2.lD / gate2.lN) * (1 + 1e-12);
+      }
     }
     while (fg + 1 < fgDn.length && fgDn[fg + 1]! <= today) fg++;
     while (fr + 1 < frDn.length && frDn[fr + 1]! <= today) fr++;
@@ -721,9 +819,14 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     const lazy = { x, names, scores, w, contributions };
     // Level: hysteresis around the bands, then confirmation over consecutive days.
     const current: SignalLevel = level ?? signalLevel(score, model.bands);
-    const proposed: SignalLevel = levelWithHysteresis(score, current, model);
+    let proposed: SignalLevel = levelWithHysteresis(score, current, model);
+    if (gateClosed && LEVEL_RANK[proposed] > 0) proposed = 'neutral';
     level = current;
     if (proposed === current) {
+      candidate = null;
+      run = 0;
+    } else if (model.exitAtOnce && lowersConviction(current, proposed)) {
+      level = proposed;
       candidate = null;
       run = 0;
     } else {

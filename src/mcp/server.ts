@@ -68,22 +68,26 @@ function toolList(status: Served<StatusData>): { tools: Tool[] } {
  * (src/mcp/tools/), each a thin adapter over the operation REST serves, so
  * `structuredContent` equals the REST `data`. One server serves one caller (stateless HTTP
  * builds one per request; stdio one per process). An unknown tool is a NOT_FOUND result,
- * arguments outside the bounds INVALID_PARAMETER naming the field.
+ * arguments outside the bounds INVALID_PARAMETER naming the field. `ctx` may be a promise
+ * (stdio answers `initialize` before the core is ready): the tool requests then wait for it.
  */
-export function createMcpServer(ctx: ToolContext): Server {
+export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server {
   const server = new Server(MCP_SERVER_INFO, {
     jsonSchemaValidator: JSON_SCHEMA_VALIDATOR,
     capabilities: { tools: { listChanged: false } },
     instructions: INSTRUCTIONS,
   });
-  server.setRequestHandler(ListToolsRequestSchema, () => toolList(ctx.services.market.status()));
+  // A pending context (stdio while the core starts): tools/list and tools/call wait for it.
+  server.setRequestHandler(ListToolsRequestSchema, async () =>
+    toolList((ctx instanceof Promise ? await ctx : ctx).services.market.status()),
+  );
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const tool = BY_NAME.get(request.params.name);
     if (!tool)
       return failure(
         new ServiceError('NOT_FOUND', `Tool ${request.params.name} not found; the tools are ${[...BY_NAME.keys()].join(', ')}`),
       );
-    return runTool(ctx, tool, request.params.arguments);
+    return runTool(ctx instanceof Promise ? await ctx : ctx, tool, request.params.arguments);
   });
   return server;
 }

@@ -5,6 +5,7 @@ import { type Access, anonymousCaller, type Caller, PUBLIC_UNMETERED } from '../
 import type { KeyService } from '../services/keys.ts';
 import type { Services } from '../services/operation.ts';
 import { createMcpServer } from './server.ts';
+import type { ToolContext } from './tool.ts';
 
 /** Environment variable that carries the API key for the stdio server. */
 export const STDIO_KEY_ENV = 'MARKET_INTEL_API_KEY';
@@ -21,37 +22,54 @@ export interface StdioDeps {
 
 /**
  * Serves the six MCP tools over stdio for local clients (Claude Desktop, Cursor, VS Code):
- * stdout carries the protocol, logs go to stderr. The caller is the API key in
- * MARKET_INTEL_API_KEY, or the unauthenticated tier without one; the key is checked again on
- * every call (a revoked key or a changed tier counts at once) and tool calls count against its
- * quota like REST requests, with the same access rules.
- * @throws ServiceError UNAUTHORIZED when the key is set but invalid or revoked (before serving
- *   anything; the message names the variable).
+ * stdout carries the protocol, logs go to stderr. The transport is connected at once, so
+ * `initialize` (and the server's instructions) are answered while the core is still being
+ * built (`deps`: database, dataset, series, backfill); `tools/list` and `tools/call` wait for
+ * it. The caller is the API key in MARKET_INTEL_API_KEY, or the unauthenticated tier without
+ * one; the key is checked once the core is ready and again on every call (a revoked key or a
+ * changed tier counts at once), and tool calls count against its quota like REST requests,
+ * with the same access rules.
+ * @param deps the core when it is ready; a rejection (a start-up failure) stops the server.
+ * @param log the process's logger (stderr), usable before the core is ready.
+ * @throws the start-up failure of `deps`, or ServiceError UNAUTHORIZED when the key is set but
+ *   invalid or revoked (the message names the variable): in both cases no tool has answered,
+ *   and the core has been stopped.
  */
-export async function runStdio(deps: StdioDeps, apiKey: string | undefined): Promise<void> {
-  const authenticate = async (): Promise<Caller> => {
+export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefined, log: Logger): Promise<void> {
+  const authenticate = async (d: StdioDeps): Promise<Caller> => {
     if (!apiKey) return anonymousCaller('stdio');
     // The same access rules and messages as REST and MCP over HTTP (the key is checked, never metered here).
-    const auth = await deps.access.authenticate(`Bearer ${apiKey}`, PUBLIC_UNMETERED, 'stdio');
+    const auth = await d.access.authenticate(`Bearer ${apiKey}`, PUBLIC_UNMETERED, 'stdio');
     if (auth.ok) return auth.caller;
-    if (auth.cause) deps.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
+    if (auth.cause) d.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
     throw new ServiceError(auth.error.code, `${STDIO_KEY_ENV}: ${auth.error.message}`, auth.error.details);
   };
-  const caller = await authenticate();
-  const server = createMcpServer({
-    services: deps.services,
-    access: deps.access,
-    caller,
-    reauthenticate: authenticate,
-    logError: (err, tool) => deps.log.error({ err, tool }, 'MCP tool failed'),
+  const context: Promise<ToolContext> = deps.then(async (d) => {
+    try {
+      const caller = await authenticate(d);
+      return {
+        services: d.services,
+        access: d.access,
+        caller,
+        reauthenticate: () => authenticate(d),
+        logError: (err: unknown, tool: string) => d.log.error({ err, tool }, 'MCP tool failed'),
+      };
+    } catch (err) {
+      await d.onClose().catch(() => {});
+      throw err;
+    }
   });
+  // Requests waiting on a failed start get no answer: the process exits with the reason.
+  context.catch(() => {});
+  const server = createMcpServer(context);
   const transport = new StdioServerTransport();
   let closing = false;
   const close = async () => {
     if (closing) return;
     closing = true;
     await server.close().catch(() => {});
-    await deps.onClose();
+    // A core still starting is stopped once it is up (PGlite must not be cut off mid-write).
+    await deps.then((d) => d.onClose()).catch(() => {});
     process.exit(0);
   };
   transport.onclose = () => void close();
@@ -59,5 +77,8 @@ export async function runStdio(deps: StdioDeps, apiKey: string | undefined): Pro
   process.on('SIGINT', () => void close());
   process.on('SIGTERM', () => void close());
   await server.connect(transport);
-  deps.log.info({ tier: caller.tier, as_of: deps.asOf }, 'MCP stdio server ready');
+  log.info('MCP stdio server connected: initialize is answered now, tools once the data is loaded');
+  const ctx = await context;
+  const d = await deps;
+  log.info({ tier: ctx.caller.tier, as_of: d.asOf }, 'MCP stdio server ready');
 }

@@ -5,7 +5,18 @@
  * over a fixed window or walk-forward.
  */
 import { assetMetrics, DEFAULT_COST_BPS, pooledMetrics, type SignalDay, type WindowMetrics } from '../engine/backtest.ts';
-import { CURRENT_MODEL, MODEL_V1, MODEL_V2_GRID, MODEL_V2_LIVE_FROM, modelV2, type SignalModel } from '../engine/signal.ts';
+import {
+  CURRENT_LIVE_FROM,
+  CURRENT_MODEL,
+  MODEL_V1,
+  MODEL_V2,
+  MODEL_V2_GRID,
+  MODEL_V3,
+  MODEL_V3_GRID,
+  modelV2,
+  modelV3,
+  type SignalModel,
+} from '../engine/signal.ts';
 import type { SignalResult } from '../engine/types.ts';
 import { addDays } from '../engine/util.ts';
 import type { MarketData } from '../providers/port.ts';
@@ -29,9 +40,12 @@ export interface BacktestOptions {
   to?: string;
   /** Cost per unit of position change, basis points (default 10). */
   costBps?: number;
-  /** Walk-forward (model v2's bands chosen per year on prior data) instead of one fixed model. */
+  /** Walk-forward (the model's bands chosen per year on prior data) instead of one fixed model. */
   walkForward?: boolean;
-  /** Fixed-mode model: 'signals-v1' or 'signals-v2' (the served one, default). */
+  /**
+   * Model version: 'signals-v1', 'signals-v2' or 'signals-v3'; default the served model. Walk-forward
+   * takes v2 or v3 (the models with a band grid).
+   */
   model?: string;
 }
 
@@ -101,24 +115,60 @@ function checkDay(d: string, what: string): void {
   }
 }
 
-/** The model named `version` for a fixed-mode backtest. */
+/** A model with a walk-forward grid: its band grid and the model for each grid entry. */
+export interface ModelFamily {
+  version: string;
+  grid: readonly SignalModel['bands'][];
+  withBands: (bands: SignalModel['bands']) => SignalModel;
+}
+
+/** The models the backtest knows, by version (fixed mode: all; walk-forward: those with a grid). */
+const MODELS: readonly { model: SignalModel; family: ModelFamily | null }[] = [
+  { model: MODEL_V1, family: null },
+  { model: MODEL_V2, family: { version: MODEL_V2.version, grid: MODEL_V2_GRID, withBands: modelV2 } },
+  { model: MODEL_V3, family: { version: MODEL_V3.version, grid: MODEL_V3_GRID, withBands: modelV3 } },
+];
+const KNOWN = MODELS.map((m) => m.model.version).join(', ');
+
+/** The model named `version` for a fixed-mode backtest (default: the served model). */
 export function modelByVersion(version: string | undefined): SignalModel {
   if (version === undefined || version === CURRENT_MODEL.version) return CURRENT_MODEL;
-  if (version === MODEL_V1.version) return MODEL_V1;
-  throw new RangeError(`unknown model '${version}': use ${MODEL_V1.version} or ${CURRENT_MODEL.version}`);
+  const m = MODELS.find((x) => x.model.version === version);
+  if (!m) throw new RangeError(`unknown model '${version}': use ${KNOWN}`);
+  return m.model;
+}
+
+/** The walk-forward family of `version` (default: the served model's). */
+export function familyByVersion(version: string | undefined): ModelFamily {
+  const v = version ?? CURRENT_MODEL.version;
+  const m = MODELS.find((x) => x.model.version === v);
+  if (!m) throw new RangeError(`unknown model '${v}': use ${KNOWN}`);
+  if (!m.family)
+    throw new RangeError(
+      `--walk-forward evaluates ${MODELS.filter((x) => x.family)
+        .map((x) => x.model.version)
+        .join(' or ')} only`,
+    );
+  return m.family;
 }
 
 /**
- * Walk-forward choice of model v2's bands for `year` (or for a period starting on `firstDay`):
+ * Walk-forward choice of a model family's bands (default: the served model's) for `year` (or for a period starting on `firstDay`):
  * the grid entry with the best pooled long/short Sharpe over all decision days up to
  * `firstDay` minus 31 days (so every 30-day
  * forward return and every next-day return used lies before the year). Ties go to the earlier
  * grid entry.
  */
-export function chooseBands(src: BacktestSource, year: number, costBps: number, firstDay = `${year}-01-01`): YearChoice {
+export function chooseBands(
+  src: BacktestSource,
+  year: number,
+  costBps: number,
+  firstDay = `${year}-01-01`,
+  family: ModelFamily = familyByVersion(undefined),
+): YearChoice {
   const through = addDays(firstDay, -31);
-  const candidates = MODEL_V2_GRID.map((bands) => {
-    const all = [...daysOf(src, modelV2(bands)).values()];
+  const candidates = family.grid.map((bands) => {
+    const all = [...daysOf(src, family.withBands(bands)).values()];
     const m = pooledMetrics(all, '1970-01-01', through, costBps);
     return { bands, objective: m.long_short.sharpe };
   });
@@ -149,13 +199,12 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
   let version: string;
   let bands: SignalModel['bands'] | null = null;
   if (opts.walkForward) {
-    if (opts.model !== undefined && opts.model !== CURRENT_MODEL.version)
-      throw new RangeError(`--walk-forward evaluates ${CURRENT_MODEL.version} only`);
-    version = CURRENT_MODEL.version;
+    const family = familyByVersion(opts.model);
+    version = family.version;
     const firstYear = Math.max(WALK_FORWARD_FIRST_YEAR, Number(from.slice(0, 4)));
     const lastYear = Number(to.slice(0, 4));
-    for (let y = firstYear; y <= lastYear; y++) choices.push(chooseBands(src, y, costBps));
-    const perYear = new Map(choices.map((c) => [c.year, daysOf(src, modelV2(c.bands))]));
+    for (let y = firstYear; y <= lastYear; y++) choices.push(chooseBands(src, y, costBps, `${y}-01-01`, family));
+    const perYear = new Map(choices.map((c) => [c.year, daysOf(src, family.withBands(c.bands))]));
     days = new Map();
     const first = choices[0];
     for (const asset of first ? perYear.get(first.year)!.keys() : []) {
@@ -215,7 +264,7 @@ export interface TrackRecord {
 export function trackRecord(source: BacktestSource): TrackRecord {
   const src = withSeriesMemo(source);
   const walk = runBacktest(src, { from: DEFAULT_FROM, to: src.asOf, walkForward: true });
-  const liveFrom = MODEL_V2_LIVE_FROM;
+  const liveFrom = CURRENT_LIVE_FROM;
   let live: TrackRecord['live'];
   if (src.asOf < liveFrom) {
     live = {

@@ -14,21 +14,47 @@ interface Pending {
   day: string;
 }
 
+/** Keys written per statement by default (USAGE_FLUSH_CHUNK). */
+export const DEFAULT_USAGE_FLUSH_CHUNK = 500;
+
+/** The map key of a key's usage on one day. */
+const slot = (keyId: string, day: string): string => `${keyId}|${day}`;
+
 /**
  * Per-key usage counted in memory and written in batches, so a request costs no database
- * write. Flushed every `intervalMs` and on `stop()` (clean shutdown loses nothing); a failed
- * flush keeps the counts for the next one.
+ * write. Flushed every `intervalMs` and on `stop()` (clean shutdown loses nothing).
+ *
+ * A flush never holds the event loop for long: the counts pending when it starts are written
+ * in statements of at most `chunkSize` keys, and the flush yields to the event loop
+ * (setImmediate) between two statements, so requests are served in between (on PGlite, whose
+ * queries run on the main thread, one statement over 10,000 keys blocked it ~290 ms). A chunk
+ * that fails goes back to the pending counts with every chunk not written yet (merged with
+ * what was counted meanwhile) and the flush ends there: the next flush retries them.
+ * Concurrent flushes are serialized. Counts being written stay visible to `pending()` until
+ * their statement commits.
  */
 export class UsageTracker {
   #pending = new Map<string, Pending>();
+  /** Counts taken by the running flush and not committed yet. */
+  #inflight = new Map<string, Pending>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
 
+  /**
+   * @param repo where the counts go (KeyRepo).
+   * @param intervalMs how often `start()` flushes, ms (USAGE_FLUSH_MS).
+   * @param onError called with the error of a failed chunk (its counts are kept for the next flush).
+   * @param chunkSize most keys per statement (USAGE_FLUSH_CHUNK, >= 1).
+   */
   constructor(
     private readonly repo: UsageSink,
     private readonly intervalMs = 5000,
     private readonly onError: (e: unknown) => void = () => {},
-  ) {}
+    private readonly chunkSize = DEFAULT_USAGE_FLUSH_CHUNK,
+  ) {
+    if (!Number.isInteger(chunkSize) || chunkSize < 1)
+      throw new RangeError(`usage flush chunk size must be an integer >= 1, got ${chunkSize}`);
+  }
 
   /** Starts the periodic flush. */
   start(): void {
@@ -47,7 +73,7 @@ export class UsageTracker {
       this.#day = { name: new Date(from).toISOString().slice(0, 10), from, to: from + 86_400_000 };
     }
     const day = this.#day.name;
-    const k = `${keyId}|${day}`;
+    const k = slot(keyId, day);
     const d = this.#pending.get(k);
     if (d) {
       d.requests += 1;
@@ -55,44 +81,76 @@ export class UsageTracker {
     } else this.#pending.set(k, { keyId, requests: 1, lastUsedMs: ms, day });
   }
 
-  /** Requests of `keyId` on `day` counted here and not flushed yet. */
+  /** Requests of `keyId` on `day` counted here and not written yet (including those a running flush has not committed). */
   pending(keyId: string, day: string): { requests: number; lastUsedAt: string | null } {
-    const d = this.#pending.get(`${keyId}|${day}`);
-    return { requests: d?.requests ?? 0, lastUsedAt: d ? new Date(d.lastUsedMs).toISOString() : null };
+    const k = slot(keyId, day);
+    const a = this.#pending.get(k);
+    const b = this.#inflight.get(k);
+    if (!a && !b) return { requests: 0, lastUsedAt: null };
+    const last = Math.max(a?.lastUsedMs ?? 0, b?.lastUsedMs ?? 0);
+    return { requests: (a?.requests ?? 0) + (b?.requests ?? 0), lastUsedAt: new Date(last).toISOString() };
   }
 
-  /** Writes the pending counts; concurrent calls are serialized. */
+  /** Keys with counts not written yet (pending or in a running flush). */
+  get size(): number {
+    return this.#pending.size + this.#inflight.size;
+  }
+
+  /**
+   * Writes the counts pending now, in chunks of at most `chunkSize` keys with a turn of the
+   * event loop between two; concurrent calls are serialized (each waits for the previous).
+   * Never rejects: a failed chunk is reported to `onError` and kept for the next flush.
+   */
   flush(): Promise<void> {
-    this.#flushing = this.#flushing.then(async () => {
-      if (this.#pending.size === 0) return;
-      const batch = [...this.#pending.values()];
-      this.#pending = new Map();
-      try {
-        await this.repo.addUsage(
-          batch.map((d): UsageDelta => ({
-            keyId: d.keyId,
-            requests: d.requests,
-            day: d.day,
-            lastUsedAt: new Date(d.lastUsedMs).toISOString(),
-          })),
-        );
-      } catch (e) {
-        // Put the counts back so nothing is lost; they go out with the next flush.
-        for (const d of batch) {
-          const k = `${d.keyId}|${d.day}`;
-          const cur = this.#pending.get(k);
-          if (cur) {
-            cur.requests += d.requests;
-            cur.lastUsedMs = Math.max(cur.lastUsedMs, d.lastUsedMs);
-          } else this.#pending.set(k, d);
-        }
-        this.onError(e);
-      }
-    });
+    this.#flushing = this.#flushing.then(() => this.#flushPending());
     return this.#flushing;
   }
 
-  /** Stops the timer and flushes what is pending. */
+  async #flushPending(): Promise<void> {
+    if (this.#pending.size === 0) return;
+    // Older days first, so a key's usage_day ends on the newest day whatever the chunks.
+    const batch = [...this.#pending.values()].sort((a, b) => (a.day < b.day ? -1 : a.day > b.day ? 1 : 0));
+    this.#inflight = this.#pending;
+    this.#pending = new Map();
+    try {
+      for (let i = 0; i < batch.length; i += this.chunkSize) {
+        if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        const chunk = batch.slice(i, i + this.chunkSize);
+        try {
+          await this.repo.addUsage(
+            chunk.map((d): UsageDelta => ({
+              keyId: d.keyId,
+              requests: d.requests,
+              day: d.day,
+              lastUsedAt: new Date(d.lastUsedMs).toISOString(),
+            })),
+          );
+        } catch (e) {
+          // Put this chunk and the ones not written yet back, so nothing is lost; they go out with the next flush.
+          this.#restore(batch.slice(i));
+          this.onError(e);
+          return;
+        }
+        for (const d of chunk) this.#inflight.delete(slot(d.keyId, d.day));
+      }
+    } finally {
+      this.#inflight = new Map();
+    }
+  }
+
+  /** Merges counts that could not be written into the pending ones. */
+  #restore(rows: Pending[]): void {
+    for (const d of rows) {
+      const k = slot(d.keyId, d.day);
+      const cur = this.#pending.get(k);
+      if (cur) {
+        cur.requests += d.requests;
+        cur.lastUsedMs = Math.max(cur.lastUsedMs, d.lastUsedMs);
+      } else this.#pending.set(k, d);
+    }
+  }
+
+  /** Stops the timer and flushes what is pending (every chunk, after any running flush). */
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;

@@ -1,4 +1,5 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -19,6 +20,13 @@ export interface Database {
    */
   jobs: Db;
   kind: 'pglite' | 'postgres';
+  /**
+   * How an embedded database came to be at this open: 'template' (a new database loaded from
+   * the pre-initialised template the build made, see pgliteTemplateFile), 'initdb' (a new
+   * database initialised here: slower, and the process's memory peak), or 'existing'. Always
+   * 'existing' on PostgreSQL.
+   */
+  created: 'template' | 'initdb' | 'existing';
   /** Coordination of several instances sharing the database (the live ingest's leader and reload notices). */
   coordination: Coordination;
   close(): Promise<void>;
@@ -94,7 +102,13 @@ const JOB_TIMEOUT_MS = 120_000;
  * `jobs` use a small pool of their own with JOB_TIMEOUT_MS.
  * @throws when the server is unreachable or a migration fails.
  */
-export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: string; timeouts?: DbTimeouts }): Promise<Database> {
+export async function openDatabase(opts: {
+  databaseUrl?: string;
+  pgliteDir: string;
+  timeouts?: DbTimeouts;
+  /** false: a new embedded database runs initdb even when a template exists (the template's own build). */
+  useTemplate?: boolean;
+}): Promise<Database> {
   if (opts.databaseUrl) {
     const { default: pg } = await import('pg');
     const { drizzle } = await import('drizzle-orm/node-postgres');
@@ -150,6 +164,7 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
       db,
       jobs,
       kind: 'postgres',
+      created: 'existing',
       coordination,
       close: async () => {
         await Promise.all([pool.end(), jobsPool.end(), coordination.close()]);
@@ -166,8 +181,16 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
     unlock = lockPglite(opts.pgliteDir);
   }
   try {
+    // A new database is loaded from the build's template when there is one for these
+    // migrations: PGlite's initdb is slow and the memory peak of the process (README, "Start-up").
+    const isNew = !onDisk || !existsSync(path.join(opts.pgliteDir, 'PG_VERSION'));
+    const template = isNew && opts.useTemplate !== false ? pgliteTemplateFile() : null;
+    const loadDataDir = template && existsSync(template) ? new Blob([readFileSync(template)]) : undefined;
     // The data is small: 16 MB of shared buffers instead of the default 128 MB saves memory.
-    const client = new PGlite(opts.pgliteDir, { postgresqlconf: 'shared_buffers = 16MB' });
+    // wal_init_zero off: a new 16 MB WAL segment is not zero-filled first, which on PGlite (on
+    // the main thread) held the event loop ~400 ms at every segment switch, e.g. every few
+    // usage flushes with 10,000 keys (PostgreSQL's documented option; WAL records carry CRCs).
+    const client = new PGlite(opts.pgliteDir, { postgresqlconf: 'shared_buffers = 16MB\nwal_init_zero = off', loadDataDir });
     const db = drizzle({ client, schema });
     await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
     const coordination: Coordination = {
@@ -185,6 +208,7 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
       db: db as unknown as Db,
       jobs: db as unknown as Db,
       kind: 'pglite',
+      created: !isNew ? 'existing' : loadDataDir ? 'template' : 'initdb',
       coordination,
       close: async () => {
         try {
@@ -200,7 +224,61 @@ export async function openDatabase(opts: { databaseUrl?: string; pgliteDir: stri
   }
 }
 
-/** Raised when another process holds the embedded database. */
+/** Folder of the build's output (`npm run build`), where the embedded database's template lives. */
+export const BUILD_DIR = path.join(ROOT_DIR, 'dist');
+
+/**
+ * The file of the pre-initialised embedded database for the current migrations and PGlite
+ * version: `dist/pglite-template-<hash>.tar.gz`, a gzipped PGlite data directory (PGlite's
+ * `dumpDataDir`) on which every migration has run. The hash covers the migration files and
+ * PGlite's version, so a changed schema or engine never loads an old template. The file may
+ * not exist (no build yet): openDatabase then runs initdb.
+ */
+export function pgliteTemplateFile(): string {
+  const hash = createHash('sha256');
+  try {
+    hash.update(readFileSync(path.join(ROOT_DIR, 'node_modules', '@electric-sql', 'pglite', 'package.json')));
+  } catch {
+    hash.update('pglite-unknown');
+  }
+  const files = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true })
+      .flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : [path.join(dir, e.name)]))
+      .sort();
+  for (const f of files(MIGRATIONS_DIR)) hash.update(path.relative(MIGRATIONS_DIR, f)).update(readFileSync(f));
+  return path.join(BUILD_DIR, `pglite-template-${hash.digest('hex').slice(0, 16)}.tar.gz`);
+}
+
+/**
+ * Makes the embedded database's template for the current migrations (pgliteTemplateFile)
+ * unless it exists, and removes templates of other versions. Run by the build (scripts/build.mjs),
+ * so that a first start loads it instead of running initdb. Writes to a temporary name and
+ * renames, so a concurrent start never reads half a file.
+ * @returns the template's path and whether it was made now.
+ */
+export async function ensurePgliteTemplate(): Promise<{ file: string; made: boolean }> {
+  const file = pgliteTemplateFile();
+  if (existsSync(file)) return { file, made: false };
+  mkdirSync(BUILD_DIR, { recursive: true });
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { drizzle } = await import('drizzle-orm/pglite');
+  const { migrate } = await import('drizzle-orm/pglite/migrator');
+  const client = new PGlite('memory://', { postgresqlconf: 'shared_buffers = 16MB' });
+  try {
+    await migrate(drizzle({ client, schema }), { migrationsFolder: MIGRATIONS_DIR });
+    const dump = await client.dumpDataDir('gzip');
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, Buffer.from(await dump.arrayBuffer()));
+    renameSync(tmp, file);
+  } finally {
+    await client.close();
+  }
+  for (const name of readdirSync(BUILD_DIR))
+    if (/^pglite-template-[0-9a-f]+\.tar\.gz$/.test(name) && path.join(BUILD_DIR, name) !== file)
+      rmSync(path.join(BUILD_DIR, name), { force: true });
+  return { file, made: true };
+}
+
 /** A node-postgres client as coordination uses it. */
 interface PgClient {
   connect(): Promise<unknown>;
@@ -324,6 +402,7 @@ function pgCoordination(newClient: () => PgClient): Coordination & { close(): Pr
   };
 }
 
+/** Raised when another process holds the embedded database. */
 export class DatabaseInUseError extends Error {
   override name = 'DatabaseInUseError';
 }

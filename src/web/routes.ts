@@ -5,6 +5,7 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { PASSWORD_RULES } from '../auth/password-policy.ts';
 import { TIER_LIMITS } from '../auth/tiers.ts';
+import { ROOT_DIR } from '../config.ts';
 import type { AsOf } from '../http/envelope.ts';
 import { createGuard } from '../http/guard.ts';
 import { v1Routes } from '../http/routes/v1.ts';
@@ -13,8 +14,8 @@ import { MAX_ACTIVE_KEYS } from '../services/keys.ts';
 import type { Operation, Services } from '../services/operation.ts';
 import { DASHBOARD_CSP, dashboardHtml, type PageConfig } from './page.ts';
 
-/** The dashboard's own files (ES modules and CSS, no build step). */
-export const STATIC_DIR = join(dirname(fileURLToPath(import.meta.url)), 'static');
+/** The dashboard's own files (ES modules and CSS, no build step; served from src/ also when the server runs from dist/). */
+export const STATIC_DIR = join(ROOT_DIR, 'src', 'web', 'static');
 
 /**
  * The folder of TradingView's lightweight-charts builds in node_modules (the package is a

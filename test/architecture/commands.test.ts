@@ -61,7 +61,7 @@ test('backtest runs without a database, Fastify, the identity provider or the MC
   assert.equal(r.code, 0, r.stderr);
   const report = JSON.parse(r.stdout);
   assert.equal(report.mode, 'walk_forward');
-  assert.equal(report.model_version, 'signals-v2');
+  assert.equal(report.model_version, 'signals-v3');
   assert.deepEqual(
     report.choices.map((c: { year: number }) => c.year),
     [2024, 2025],
@@ -96,11 +96,11 @@ test('mcp --stdio serves tools without loading Fastify or the identity provider'
     stderr: 'pipe',
   });
   const client = new Client({ name: 'commands-test', version: '1.0.0' });
-  // The stdio server builds its core (database, dataset, backfill) before it answers
-  // `initialize`: allow more than the SDK's 60 s default on a loaded machine.
+  // `initialize` is answered at once; tools/list waits for the core (database, dataset,
+  // backfill): allow more than the SDK's 60 s default on a loaded machine.
   await client.connect(transport, { timeout: 240_000 });
   try {
-    const { tools } = await client.listTools();
+    const { tools } = await client.listTools(undefined, { timeout: 240_000 });
     assert.equal(tools.length, 6);
     const r = await client.callTool({ name: 'get_assets', arguments: {} });
     assert.notEqual(r.isError, true);

@@ -7,7 +7,9 @@ import {
   CURRENT_MODEL,
   levelWithHysteresis,
   MODEL_V1,
+  lowersConviction,
   MODEL_V2,
+  MODEL_V3,
   SIGNAL_WEIGHTS,
   SIGNAL_WEIGHTS_V2,
   signalChanges,
@@ -94,23 +96,64 @@ describe('levelWithHysteresis', () => {
 });
 
 describe('computeSignalSeries', () => {
-  it('base weights sum to 1 (v1 and v2); the service serves v2', () => {
+  it('base weights sum to 1 (v1 and v2); the service serves v3 (v2 weights)', () => {
     assert.ok(Math.abs(Object.values(SIGNAL_WEIGHTS).reduce((a, b) => a + b, 0) - 1) < 1e-12);
     assert.ok(Math.abs(Object.values(SIGNAL_WEIGHTS_V2).reduce((a, b) => a + b, 0) - 1) < 1e-12);
-    assert.equal(CURRENT_MODEL.version, 'signals-v2');
+    assert.equal(CURRENT_MODEL.version, 'signals-v3');
+    assert.equal(CURRENT_MODEL.weights, SIGNAL_WEIGHTS_V2);
+  });
+
+  it('v3 asymmetric confirmation: leaving a buy or sell level happens at once, entering still takes 3 days', () => {
+    // Funding alone drives the score: -0.5 (sell band) for 4 days from day 5, then back to 0.
+    const funding = Array.from({ length: 12 }, (_, i) => ({ date: day(i), rate: i >= 5 && i <= 8 ? 0.0003 : 0.0001 }));
+    const input = { asset: 'x', candles: flat(12), fearGreed: [], funding, regime: [], chainHealth: null, sources: SOURCES };
+    const v3 = computeSignalSeries(input, MODEL_V3).map((s) => s.signal);
+    const v2 = computeSignalSeries(input, MODEL_V2).map((s) => s.signal);
+    const n = (k: number) => Array<string>(k).fill('neutral');
+    // both enter on day 7 (third day in the band); v3 leaves on day 9 (first day back at 0), v2 on day 11
+    assert.deepEqual(v3, [...n(7), 'sell', 'sell', ...n(3)]);
+    assert.deepEqual(v2, [...n(7), 'sell', 'sell', 'sell', 'sell', 'neutral']);
+    assert.ok(lowersConviction('strong_buy', 'buy') && lowersConviction('buy', 'sell') && lowersConviction('sell', 'neutral'));
+    assert.ok(!lowersConviction('neutral', 'buy') && !lowersConviction('buy', 'strong_buy') && !lowersConviction('sell', 'strong_sell'));
+  });
+
+  it('v3 volatility gate: no buy while the 90-day downside semideviation exceeds the 365-day one; the score is unchanged', () => {
+    // 400 days: returns alternate +1% / -1% until day 330, then +5% / -5%; Fear & Greed at 100 every day
+    // (score about +0.55 from Fear & Greed alone: momentum and RSI stay near 0).
+    let close = 100;
+    const candles: Candle[] = Array.from({ length: 400 }, (_, i) => {
+      if (i > 0) close *= 1 + (i % 2 === 0 ? 1 : -1) * (i < 330 ? 0.01 : 0.05);
+      return { date: day(i), open: close, high: close, low: close, close, volume: null };
+    });
+    const fearGreed = candles.map((c) => ({ date: c.date, value: 100, classification: 'Extreme Greed' }));
+    const input = { asset: 'x', candles, fearGreed, funding: null, regime: [], chainHealth: null, sources: SOURCES };
+    const gated = computeSignalSeries(input, MODEL_V3);
+    const open = computeSignalSeries(input, { ...MODEL_V3, volGate: null });
+    for (let i = 0; i < 400; i++) assert.equal(gated[i]!.score, open[i]!.score);
+    // Day 300: a year of calm returns, 90 days of calm: the gate is open and the signal is the same.
+    assert.ok(['buy', 'strong_buy'].includes(open[300]!.signal));
+    assert.equal(gated[300]!.signal, open[300]!.signal);
+    // Day 399: the last 70 days swing 5 %: recent downside risk is above the year's, no buy.
+    assert.ok(['buy', 'strong_buy'].includes(open[399]!.signal));
+    assert.equal(gated[399]!.signal, 'neutral');
+    // With fewer than 240 returns in the year the gate is open (missing data never blocks).
+    assert.ok(['buy', 'strong_buy'].includes(gated[250]!.signal));
   });
 
   it('hand-checked v2: Fear & Greed read with the trend, contrarian funding, confirmation, confidence', () => {
     // 10 flat candles: momentum and RSI are cold; no regime given; trend is not part of v2.
-    const series = computeSignalSeries({
-      asset: 'x',
-      candles: flat(10),
-      fearGreed: [{ date: day(9), value: 20, classification: 'Extreme Fear' }],
-      funding: [{ date: day(8), rate: 0.0003 }],
-      regime: [],
-      chainHealth: null,
-      sources: SOURCES,
-    });
+    const series = computeSignalSeries(
+      {
+        asset: 'x',
+        candles: flat(10),
+        fearGreed: [{ date: day(9), value: 20, classification: 'Extreme Fear' }],
+        funding: [{ date: day(8), rate: 0.0003 }],
+        regime: [],
+        chainHealth: null,
+        sources: SOURCES,
+      },
+      MODEL_V2,
+    );
     const r = series.at(-1)!;
     const f = Object.fromEntries(r.factors.map((x) => [x.name, x]));
     assert.deepEqual(Object.keys(f), ['fear_greed', 'funding_rate']);
@@ -137,15 +180,18 @@ describe('computeSignalSeries', () => {
   it('v2 confirmation: a level changes on the third consecutive day its band holds, in the band of that day', () => {
     // Funding alone drives the score: -0.5 (sell band) for 3 days from day 5, then back to 0.
     const funding = Array.from({ length: 12 }, (_, i) => ({ date: day(i), rate: i >= 5 && i <= 7 ? 0.0003 : 0.0001 }));
-    const series = computeSignalSeries({
-      asset: 'x',
-      candles: flat(12),
-      fearGreed: [],
-      funding,
-      regime: [],
-      chainHealth: null,
-      sources: SOURCES,
-    });
+    const series = computeSignalSeries(
+      {
+        asset: 'x',
+        candles: flat(12),
+        fearGreed: [],
+        funding,
+        regime: [],
+        chainHealth: null,
+        sources: SOURCES,
+      },
+      MODEL_V2,
+    );
     assert.deepEqual(
       series.map((s) => s.signal),
       // sell from day 7 (the third day at -0.5); neutral again on day 10, the third day back at 0
@@ -153,15 +199,18 @@ describe('computeSignalSeries', () => {
     );
     // Two days in the band are not enough.
     const short = funding.map((p, i) => ({ ...p, rate: i >= 5 && i <= 6 ? 0.0003 : 0.0001 }));
-    const s2 = computeSignalSeries({
-      asset: 'x',
-      candles: flat(12),
-      fearGreed: [],
-      funding: short,
-      regime: [],
-      chainHealth: null,
-      sources: SOURCES,
-    });
+    const s2 = computeSignalSeries(
+      {
+        asset: 'x',
+        candles: flat(12),
+        fearGreed: [],
+        funding: short,
+        regime: [],
+        chainHealth: null,
+        sources: SOURCES,
+      },
+      MODEL_V2,
+    );
     assert.ok(s2.every((s) => s.signal === 'neutral'));
   });
 
@@ -238,9 +287,12 @@ describe('computeSignalSeries', () => {
         const sum = s.factors.reduce((acc, f) => acc + f.contribution, 0);
         assert.ok(Math.abs(sum - s.score) < 1e-9, `${a.asset} ${s.as_of}: ${sum} vs ${s.score}`);
         if (s.factors.length > 0) assert.ok(Math.abs(s.factors.reduce((acc, f) => acc + f.weight, 0) - 1) < 1e-9);
-        // Hysteresis and confirmation: the level either carries over or changes to the band of the day's score.
+        // Hysteresis and confirmation: the level either carries over or changes to the band of the day's
+        // score, or to neutral from a buy band when the volatility gate is closed.
         const prev = i > 0 ? a.series[i - 1]!.signal : null;
-        if (prev !== s.signal) assert.equal(s.signal, signalLevel(s.score, MODEL_V2.bands), `${a.asset} ${s.as_of}`);
+        const band = signalLevel(s.score, CURRENT_MODEL.bands);
+        if (prev !== s.signal)
+          assert.ok(s.signal === band || (s.signal === 'neutral' && (band === 'buy' || band === 'strong_buy')), `${a.asset} ${s.as_of}`);
         assert.ok(s.score >= -1 && s.score <= 1);
         assert.ok(s.confidence >= 0 && s.confidence <= 1);
         for (const f of s.factors) {

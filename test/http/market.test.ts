@@ -78,7 +78,7 @@ describe('signals', { skip: SKIP }, () => {
           const row = rows.find((x) => x.date === env.meta.as_of)!;
           assert.equal(s.price_usd, Number(row.close), s.asset);
           assert.equal(s.as_of, '2025-09-30');
-          assert.equal(s.model_version, 'signals-v2', 'says which model produced it');
+          assert.equal(s.model_version, 'signals-v3', 'says which model produced it');
           assert.equal(s.factors, undefined, 'factors only on request');
           const prev = rows.find((x) => x.date === '2025-09-29')!;
           assert.ok(Math.abs(s.change_24h_pct! - (Number(row.close) / Number(prev.close) - 1) * 100) < 1e-3);
@@ -325,9 +325,9 @@ describe('signal history', { skip: SKIP }, () => {
         const env = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/bitcoin?days=365&limit=200')).body);
         assert.equal(env.data.days, 365);
         assert.equal(env.data.limit, 200);
-        assert.equal(env.data.model_version, 'signals-v2');
+        assert.equal(env.data.model_version, 'signals-v3');
         assert.ok(env.data.entries.length > 0);
-        assert.ok(env.data.entries.every((e) => e.model_version === 'signals-v2'));
+        assert.ok(env.data.entries.every((e) => e.model_version === 'signals-v3'));
         for (let i = 1; i < env.data.entries.length; i++) assert.ok(env.data.entries[i - 1]!.changed_at > env.data.entries[i]!.changed_at);
         for (const e of env.data.entries) {
           assert.ok(e.changed_at >= '2024-10-01' && e.changed_at <= '2025-09-30');

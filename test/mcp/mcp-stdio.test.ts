@@ -10,8 +10,11 @@ import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
 
-/** Starts `npm run cli -- mcp --stdio` (the same command as the README) as a real child process. */
-async function stdioClient(env: Record<string, string>): Promise<Client> {
+/**
+ * Starts `npm run cli -- mcp --stdio` (the same command as the README) as a real child
+ * process; `stderr()` is what it has written to stderr so far.
+ */
+async function stdioClient(env: Record<string, string>): Promise<Client & { stderr(): string }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
@@ -19,12 +22,17 @@ async function stdioClient(env: Record<string, string>): Promise<Client> {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
     stderr: 'pipe',
   });
+  let err = '';
+  transport.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const client = new Client({ name: 'mcp-stdio-test', version: '1.0.0' });
-  // The stdio server builds its core (database, dataset, backfill) before it answers
-  // `initialize`: allow more than the SDK's 60 s default on a loaded machine.
+  // `initialize` is answered before the core is built; the tools then wait for it (database,
+  // dataset, backfill): allow more than the SDK's 60 s default on a loaded machine.
   await client.connect(transport, { timeout: 240_000 });
-  return client;
+  return Object.assign(client, { stderr: () => err });
 }
+
+/** tools/list and tools/call wait for the core: the SDK's 60 s default is too short on a loaded machine. */
+const SLOW = { timeout: 240_000 };
 
 function errorCode(r: CallToolResult): string {
   assert.equal(r.isError, true, JSON.stringify(r));
@@ -47,7 +55,7 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
   });
 
   test('lists exactly the six tools; get_signals equals the REST data; tier and key gates hold', async () => {
-    const { tools } = await client.listTools();
+    const { tools } = await client.listTools(undefined, SLOW);
     assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOL_NAMES].sort());
     const r = (await client.callTool({ name: 'get_signals', arguments: { include_factors: true } })) as CallToolResult;
     assert.notEqual(r.isError, true);
@@ -123,7 +131,11 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     async () => {
       const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: proKey });
       try {
-        const h = (await client.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult;
+        const h = (await client.callTool(
+          { name: 'get_thesis_health', arguments: { thesis_id: thesisId } },
+          undefined,
+          SLOW,
+        )) as CallToolResult;
         assert.notEqual(h.isError, true, JSON.stringify(h.content));
         const rest = await svc.app.inject({
           method: 'GET',
@@ -156,7 +168,17 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     },
   );
 
-  test('an invalid key stops the stdio server before it serves anything', { skip: pgUp ? false : PG_SKIP }, async () => {
-    await assert.rejects(stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: 'svc_live_bogus' }));
+  test('an invalid key stops the stdio server before any tool answers, naming the variable', { skip: pgUp ? false : PG_SKIP }, async () => {
+    // `initialize` is answered at once; the key is checked when the core is ready, and the
+    // process exits then: the waiting tool call gets no answer but a closed connection.
+    const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: 'svc_live_bogus' });
+    try {
+      await assert.rejects(client.listTools(undefined, SLOW));
+      // The closed stdout may be seen before the last of stderr has been read.
+      for (let i = 0; i < 50 && !/MARKET_INTEL_API_KEY: /.test(client.stderr()); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.match(client.stderr(), /MARKET_INTEL_API_KEY: /);
+    } finally {
+      await client.close();
+    }
   });
 });

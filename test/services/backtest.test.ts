@@ -9,10 +9,11 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, write
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ROOT_DIR } from '../../src/config.ts';
-import { MODEL_V2, MODEL_V2_LIVE_FROM } from '../../src/engine/signal.ts';
+import { CURRENT_LIVE_FROM, CURRENT_MODEL, MODEL_V3 } from '../../src/engine/signal.ts';
 import { addDays } from '../../src/engine/util.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
 import { chooseBands, runBacktest } from '../../src/services/backtest.ts';
+import { targets } from '../../src/services/backtest-format.ts';
 import { MarketService } from '../../src/services/market.ts';
 
 const tmp: string[] = [];
@@ -63,8 +64,8 @@ describe('backtest driver', () => {
       assert.deepEqual(plain(b), plain(a), JSON.stringify(opts));
     }
     // And the daily series themselves agree up to D.
-    for (const [asset, s] of cut.seriesFor(MODEL_V2)) {
-      const f = full.seriesFor(MODEL_V2).get(asset)!;
+    for (const [asset, s] of cut.seriesFor(CURRENT_MODEL)) {
+      const f = full.seriesFor(CURRENT_MODEL).get(asset)!;
       assert.deepEqual(
         s.map((x) => [x.as_of, x.signal, x.score, x.confidence]),
         f.filter((x) => x.as_of <= D).map((x) => [x.as_of, x.signal, x.score, x.confidence]),
@@ -89,10 +90,28 @@ describe('backtest driver', () => {
     assert.equal(alone.pooled.level_changes <= r.pooled.level_changes, true);
   });
 
-  test('the served model v2 uses the bands the walk-forward rule picks on all data before it went live', () => {
-    const c = chooseBands(full, 2025, 10, MODEL_V2_LIVE_FROM);
+  test('the served model v3 uses the bands the walk-forward rule picks on all data before it went live', () => {
+    assert.equal(CURRENT_MODEL, MODEL_V3);
+    const c = chooseBands(full, 2025, 10, CURRENT_LIVE_FROM);
     assert.equal(c.trained_through, '2025-08-31');
-    assert.deepEqual(c.bands, MODEL_V2.bands);
+    assert.deepEqual(c.bands, MODEL_V3.bands);
+  });
+
+  test("walk-forward, out of sample: v3 meets issue #10's eight targets; v2 misses drawdown and buy edge", () => {
+    const v3 = runBacktest(full, { from: '2020-01-01', to: '2025-09-30', walkForward: true });
+    const v2 = runBacktest(full, { from: '2020-01-01', to: '2025-09-30', walkForward: true, model: 'signals-v2' });
+    assert.equal(v3.model_version, 'signals-v3');
+    assert.equal(v2.model_version, 'signals-v2');
+    assert.deepEqual(
+      targets(v3).filter((t) => !t.met),
+      [],
+    );
+    assert.deepEqual(
+      targets(v2)
+        .filter((t) => !t.met)
+        .map((t) => t.value),
+      ['5 of 11', '-0.3'],
+    );
   });
 
   test('bad options are RangeErrors that say what is wrong', () => {
@@ -100,12 +119,15 @@ describe('backtest driver', () => {
     assert.throws(() => runBacktest(full, { from: '2021-01-01', to: '2020-01-01' }), /is after --to/);
     assert.throws(() => runBacktest(full, { from: '2021-01-01', costBps: -1 }), /--cost-bps/);
     assert.throws(() => runBacktest(full, { from: '2021-01-01', model: 'signals-v9' }), /unknown model 'signals-v9'/);
-    assert.throws(() => runBacktest(full, { from: '2021-01-01', walkForward: true, model: 'signals-v1' }), /evaluates signals-v2 only/);
+    assert.throws(
+      () => runBacktest(full, { from: '2021-01-01', walkForward: true, model: 'signals-v1' }),
+      /evaluates signals-v2 or signals-v3 only/,
+    );
   });
 
   test('v1 and v2 differ where the issue asked: v2 reaches strong_sell, changes level less often', () => {
     const v1 = runBacktest(full, { from: '2020-01-01', model: 'signals-v1' });
-    const v2 = runBacktest(full, { from: '2020-01-01' });
+    const v2 = runBacktest(full, { from: '2020-01-01', model: 'signals-v2' });
     assert.equal(v1.pooled.levels.strong_sell, 0);
     assert.ok(v2.pooled.levels.strong_sell > 0);
     assert.ok(v2.pooled.level_changes < v1.pooled.level_changes / 3);

@@ -1,0 +1,182 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { sql } from 'drizzle-orm';
+import { UsageTracker } from '../../src/services/usage.ts';
+import { openDatabase, type Database } from '../../src/store/db.ts';
+import { KeyRepo, type UsageDelta } from '../../src/store/key-repo.ts';
+import { createTempPgDatabase, PG_SKIP, postgresAvailable } from '../helpers/env.ts';
+
+// The usage flush (issue 13 item 4) on a real KeyRepo: 10,000 pending keys are written in
+// statements of at most N keys, the event loop gets turns between them, every count arrives,
+// a failed chunk is kept, stop() writes everything, concurrent flushes are serialized.
+// Structural checks only (statement sizes, setImmediate turns), no timing.
+
+const KEYS = 10_000;
+const CHUNK = 500;
+const DAY = '2026-03-01';
+const T0 = Date.parse(`${DAY}T12:00:00Z`);
+
+/** A KeyRepo that records the size of every addUsage call and can fail chosen calls (the writes are the real ones). */
+class CountingRepo {
+  calls: number[] = [];
+  failOn = new Set<number>();
+  inFlight = 0;
+  maxInFlight = 0;
+  constructor(private readonly inner: KeyRepo) {}
+  async addUsage(deltas: UsageDelta[]): Promise<void> {
+    const n = this.calls.push(deltas.length);
+    this.inFlight += 1;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      if (this.failOn.has(n)) throw new Error(`chunk ${n} refused`);
+      await this.inner.addUsage(deltas);
+    } finally {
+      this.inFlight -= 1;
+    }
+  }
+}
+
+/** Creates KEYS keys for one user (on the job connections: no request statement timeout); returns their ids. */
+async function seedKeys(db: Database): Promise<string[]> {
+  await db.jobs.execute(sql`insert into app_users (id) values ('usage-user')`);
+  const rows = await db.jobs.execute(sql`
+    insert into api_keys (user_id, name, prefix, key_hash)
+    select 'usage-user', 'k' || g, 'svc_live_', md5(g::text) from generate_series(1, ${KEYS}) as g
+    returning id`);
+  return (rows as unknown as { rows: { id: string }[] }).rows.map((r) => r.id);
+}
+
+async function totals(db: Database): Promise<{ keys: number; sum: number; today: number; last: string | null }> {
+  const res = await db.jobs.execute(sql`
+    select count(*) filter (where requests_total > 0)::int as keys, coalesce(sum(requests_total), 0)::int as sum,
+           coalesce(sum(requests_day) filter (where usage_day = ${DAY}::date), 0)::int as today,
+           max(last_used_at)::text as last
+    from api_keys`);
+  return (res as unknown as { rows: { keys: number; sum: number; today: number; last: string | null }[] }).rows[0]!;
+}
+
+/** Counts the turns the event loop gives to setImmediate callbacks while `work` runs. */
+async function immediateTurns(work: Promise<void>): Promise<number> {
+  let turns = 0;
+  let done = false;
+  const spin = (): void => {
+    if (done) return;
+    turns += 1;
+    setImmediate(spin);
+  };
+  setImmediate(spin);
+  await work;
+  done = true;
+  return turns;
+}
+
+for (const backend of ['pglite', 'postgres'] as const) {
+  describe(`usage flush on ${backend}`, () => {
+    let database: Database;
+    let ids: string[];
+    let drop: (() => Promise<void>) | undefined;
+
+    const open = async (t: { skip(msg: string): void }): Promise<boolean> => {
+      if (backend === 'postgres') {
+        if (!(await postgresAvailable())) {
+          console.log(PG_SKIP);
+          t.skip(PG_SKIP);
+          return false;
+        }
+        const tmp = await createTempPgDatabase();
+        drop = tmp.drop;
+        database = await openDatabase({ databaseUrl: tmp.url, pgliteDir: 'memory://' });
+      } else database = await openDatabase({ pgliteDir: 'memory://' });
+      ids = await seedKeys(database);
+      return true;
+    };
+    const close = async (): Promise<void> => {
+      await database?.close();
+      await drop?.();
+    };
+
+    test(`${KEYS} pending keys: statements of at most ${CHUNK} keys, event-loop turns between them, every count arrives, a failed chunk is kept`, async (t) => {
+      if (!(await open(t))) return;
+      try {
+        const repo = new CountingRepo(new KeyRepo(database.db));
+        const errors: unknown[] = [];
+        const usage = new UsageTracker(repo, 60_000, (e) => errors.push(e), CHUNK);
+        for (const [i, id] of ids.entries()) {
+          usage.record(id, T0 + i);
+          if (i % 2 === 0) usage.record(id, T0 + i);
+        }
+        const expectedSum = KEYS + KEYS / 2;
+        assert.equal(usage.size, KEYS);
+
+        // The third chunk fails: it and every later chunk stay pending, nothing is lost.
+        repo.failOn.add(3);
+        const turns1 = await immediateTurns(usage.flush());
+        assert.deepEqual(repo.calls, [CHUNK, CHUNK, CHUNK]);
+        assert.equal(errors.length, 1);
+        assert.equal((await totals(database)).keys, 2 * CHUNK, 'the two written chunks are in');
+        assert.equal(usage.size, KEYS - 2 * CHUNK, 'the failed chunk and the rest are pending again');
+        assert.ok(turns1 >= 2, `event loop turns between chunks: ${turns1}`);
+        // A count made meanwhile on a key of the failed chunk is merged with it.
+        const failedKey = ids[2 * CHUNK]!;
+        usage.record(failedKey, T0 + KEYS);
+        assert.equal(usage.pending(failedKey, DAY).requests, 2 + 1);
+
+        repo.calls = [];
+        repo.failOn.clear();
+        const turns2 = await immediateTurns(usage.flush());
+        const chunks = Math.ceil((KEYS - 2 * CHUNK) / CHUNK);
+        assert.equal(repo.calls.length, chunks);
+        assert.ok(
+          repo.calls.every((n) => n <= CHUNK),
+          `statement sizes ${repo.calls.join(',')}`,
+        );
+        // The event loop ran setImmediate callbacks between every two statements.
+        assert.ok(turns2 >= chunks - 1, `event loop turns: ${turns2} for ${chunks} statements`);
+        assert.equal(usage.size, 0);
+        assert.equal(errors.length, 1);
+        const after = await totals(database);
+        assert.deepEqual(
+          { keys: after.keys, sum: after.sum, today: after.today },
+          { keys: KEYS, sum: expectedSum + 1, today: expectedSum + 1 },
+        );
+        assert.equal(new Date(after.last!).getTime(), T0 + KEYS);
+      } finally {
+        await close();
+      }
+    });
+
+    test('counts being written stay visible to pending(); concurrent flushes are serialized; stop() writes everything', async (t) => {
+      if (!(await open(t))) return;
+      try {
+        const repo = new CountingRepo(new KeyRepo(database.db));
+        const usage = new UsageTracker(repo, 60_000, () => {}, CHUNK);
+        for (const [i, id] of ids.entries()) usage.record(id, T0 + i);
+        const last = ids.at(-1)!;
+        const flushing = usage.flush();
+        // The last chunk is written last: its count is in flight, neither lost nor doubled.
+        assert.equal(usage.pending(last, DAY).requests, 1);
+        const second = usage.flush();
+        for (const [i, id] of ids.entries()) usage.record(id, T0 + KEYS + i);
+        assert.equal(usage.pending(last, DAY).requests, 2, 'in flight + counted meanwhile');
+        await flushing;
+        await usage.stop();
+        await second;
+        assert.equal(repo.maxInFlight, 1, 'one statement at a time');
+        assert.ok(
+          repo.calls.every((n) => n <= CHUNK),
+          `statement sizes ${repo.calls.join(',')}`,
+        );
+        assert.equal(usage.size, 0);
+        const after = await totals(database);
+        assert.deepEqual({ keys: after.keys, sum: after.sum }, { keys: KEYS, sum: 2 * KEYS });
+        assert.equal(usage.pending(last, DAY).requests, 0);
+      } finally {
+        await close();
+      }
+    });
+  });
+}
+
+test('a chunk size below 1 is refused', () => {
+  assert.throws(() => new UsageTracker({ addUsage: async () => {} }, 1000, () => {}, 0), RangeError);
+});
