@@ -6,6 +6,7 @@ import { Argument, Command, CommanderError, Option } from 'commander';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
 import { isDependencyDown, loggableError, ServiceError, unexpectedError } from './errors.ts';
+import type { Coordination } from './store/db.ts';
 // Everything else is imported by the command that needs it (start-up time: `mcp --stdio`
 // answers `initialize` before the core's modules are loaded, `--version` loads none).
 
@@ -189,9 +190,41 @@ async function setTier(cfg: Config, email: string, tier: PlanTier): Promise<{ us
     }
   }
   try {
-    return { users: await new UserRepo(database.db).setTierByEmail(email, tier), via: database.kind };
+    const users = await new UserRepo(database.db).setTierByEmail(email, tier);
+    if (database.kind === 'postgres') await announceTierChange(cfg, database.coordination);
+    return { users, via: database.kind };
   } finally {
     await database.close();
+  }
+}
+
+/**
+ * Tells running instances on PostgreSQL that a plan changed, so that their key caches stop
+ * serving the old tier: the tier epoch in Redis (when REDIS_URL is set; checked on every
+ * request) and a NOTIFY (services/keys.ts, KeyNotices). A failure is printed, not thrown: the
+ * change itself is stored.
+ */
+async function announceTierChange(cfg: Config, coordination: Coordination): Promise<void> {
+  const redis = cfg.REDIS_URL
+    ? new (await import('ioredis')).Redis(cfg.REDIS_URL, {
+        maxRetriesPerRequest: 1,
+        connectTimeout: cfg.REDIS_CONNECT_TIMEOUT_MS,
+        commandTimeout: Math.max(cfg.REDIS_COMMAND_TIMEOUT_MS, 2000),
+      })
+    : null;
+  redis?.on('error', () => {});
+  const [{ TierRateLimiter }, { KEY_CACHE_TTL_MS, KeyNotices }] = await Promise.all([
+    import('./rate-limit/limiter.ts'),
+    import('./services/keys.ts'),
+  ]);
+  try {
+    await new KeyNotices(coordination, new TierRateLimiter(redis), (err, what) =>
+      process.stderr.write(
+        `warning: ${what} failed (${(err as Error).message}); running services may serve the old tier for up to ${(2 * KEY_CACHE_TTL_MS) / 60_000} min\n`,
+      ),
+    ).tierChanged();
+  } finally {
+    redis?.disconnect();
   }
 }
 

@@ -195,6 +195,12 @@ const EnvSchema = z.object({
   /** How often per-key usage counters are written to the database, ms. */
   USAGE_FLUSH_MS: z.coerce.number().int().min(100).max(600_000).default(5000),
   /**
+   * How many active API keys each instance keeps verified in memory (least recently used out
+   * first; services/keys.ts). Above the number of keys in use, every request past the first
+   * of a key needs no database query.
+   */
+  KEY_CACHE_MAX: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
+  /**
    * Most keys whose usage one statement of the flush writes; the flush yields to the event
    * loop between two statements (services/usage.ts), so a flush over many keys does not stall
    * requests.

@@ -11,7 +11,7 @@ import { DatasetProvider } from './providers/dataset/dataset.ts';
 import type { MarketDataProvider } from './providers/port.ts';
 import { TierRateLimiter } from './rate-limit/limiter.ts';
 import { Access } from './services/access.ts';
-import { KeyService } from './services/keys.ts';
+import { KeyNotices, KeyService } from './services/keys.ts';
 import { StoredMarketProvider } from './services/market-data.ts';
 import { MarketService } from './services/market.ts';
 import type { Services } from './services/operation.ts';
@@ -203,7 +203,24 @@ export async function createCore(
         })
       : null;
     const limiter = new TierRateLimiter(redis);
-    const keys = new KeyService(repos.keys, repos.users, usage, database.kind === 'pglite');
+    // Key cache: on PGlite this process sees every change; on PostgreSQL the others' revocations
+    // and plan changes arrive as notices (and with Redis as markers checked per request).
+    const notices =
+      database.kind === 'postgres'
+        ? new KeyNotices(database.coordination, limiter, (err, what) =>
+            log.warn({ err: loggableError(err) }, `key-cache invalidation: ${what} failed`),
+          )
+        : null;
+    const keys = new KeyService(repos.keys, repos.users, usage, {
+      cacheMax: config.KEY_CACHE_MAX,
+      trusted: notices === null,
+      invalidation: notices ?? undefined,
+    });
+    await notices
+      ?.subscribe(keys)
+      .catch((err: unknown) =>
+        log.warn({ err: loggableError(err) }, 'key-cache notices unavailable: every API key is looked up until they are back'),
+      );
     const theses = new ThesisService(repos.theses, repos.users, market);
     const access = new Access({
       keys,

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { TierRateLimiter, rateLimitHeaders, nextUtcMidnight } from '../src/rate-limit/limiter.ts';
+import { REDIS_SKIP, REDIS_URL, redisAvailable } from './helpers/env.ts';
 
 describe('TierRateLimiter (memory)', () => {
   test('counts per subject and tier, refuses without consuming, reports the window', async () => {
@@ -100,3 +101,104 @@ describe('TierRateLimiter with Redis going away and coming back', () => {
     redis.disconnect();
   });
 });
+
+/**
+ * `admit`: both windows of the caller and the account ceiling, after the failed-auth budget
+ * and (Redis) the key guards, in one step: the same assertions in memory and in Redis.
+ */
+for (const store of ['memory', 'redis'] as const) {
+  describe(`TierRateLimiter.admit (${store})`, () => {
+    let redis: Redis | null = null;
+    let skip: string | null = null;
+    const setup = async () => {
+      if (store === 'memory' || redis) return;
+      if (!(await redisAvailable())) {
+        skip = REDIS_SKIP;
+        return;
+      }
+      redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+      await redis.ping();
+    };
+    after(() => redis?.disconnect());
+    const make = () => {
+      const l = new TierRateLimiter(redis, `adm${Math.random()}`);
+      return { l, account: l.scaled('acct', 5), fails: l.budget('auth-fail', 3, 60) };
+    };
+
+    test('counts the minute, the day and the account in one step; a refusal counts nothing anywhere', async (t) => {
+      await setup();
+      if (skip) return t.skip(skip);
+      const { l, account } = make();
+      const now = new Date();
+      const req = (subject: string) => ({ subject, tier: 'free' as const, now, account: { limiter: account, subject: 'user:u1' } });
+      for (let i = 0; i < 10; i++) {
+        const a = await l.admit(req('key:a'));
+        assert.ok(a.kind === 'ok' && a.own.allowed && a.account!.allowed);
+        if (a.kind === 'ok') assert.equal(a.own.remaining, 50 - i - 1);
+      }
+      const refused = await l.admit(req('key:a'));
+      assert.ok(refused.kind === 'ok' && !refused.own.allowed);
+      if (refused.kind === 'ok') {
+        assert.equal(refused.own.exceeded!.window, 'minute');
+        assert.ok(refused.own.exceeded!.retryAfterSec >= 1 && refused.own.exceeded!.retryAfterSec <= 60);
+      }
+      // Nothing taken by the refusal: the key's day and the account still count 10.
+      assert.equal((await l.peek('key:a', 'free', now)).remaining, 40);
+      assert.equal((await account.peek('user:u1', 'free', now)).windows[0]!.remaining, 40);
+      // Four more keys of the same user fill the account's minute (50); the next key is refused by the account.
+      for (const k of ['b', 'c', 'd', 'e']) for (let i = 0; i < 10; i++) await l.admit(req(`key:${k}`));
+      const byAccount = await l.admit(req('key:f'));
+      assert.ok(byAccount.kind === 'ok' && byAccount.own.allowed && !byAccount.account!.allowed);
+      if (byAccount.kind === 'ok') assert.equal(byAccount.account!.exceeded!.window, 'minute');
+      assert.equal((await l.peek('key:f', 'free', now)).remaining, 50, 'the key refused by the account counted nothing');
+    });
+
+    test('an address over its failed-auth budget is refused before anything is counted', async (t) => {
+      await setup();
+      if (skip) return t.skip(skip);
+      const { l, fails } = make();
+      for (let i = 0; i < 3; i++) assert.equal((await fails.consume('1.2.3.4')).allowed, true);
+      const a = await l.admit({ subject: 'key:x', tier: 'pro', failedAuth: { budget: fails, subject: '1.2.3.4' } });
+      assert.equal(a.kind, 'blocked');
+      if (a.kind === 'blocked') assert.ok(a.retryAfterSec >= 1 && a.retryAfterSec <= 60);
+      assert.equal((await l.peek('key:x', 'pro')).remaining, 5000);
+      assert.equal((await l.check({ budget: fails, subject: '1.2.3.4' })).kind, 'blocked');
+      assert.equal((await l.check({ budget: fails, subject: '5.6.7.8' })).kind, 'ok');
+    });
+
+    if (store === 'redis') {
+      test('revocation marker and tier epoch refuse a cached key without counting', async (t) => {
+        await setup();
+        if (skip) return t.skip(skip);
+        const { l } = make();
+        const keyId = `k-${Math.random()}`;
+        const v = await l.check(null);
+        assert.equal(v.kind, 'ok');
+        const epoch = v.kind === 'ok' ? v.epoch : '';
+        const ok = await l.admit({ subject: `key:${keyId}`, tier: 'free', guard: { keyId, epoch } });
+        assert.equal(ok.kind, 'ok');
+        await l.bumpTierEpoch();
+        const stale = await l.admit({ subject: `key:${keyId}`, tier: 'free', guard: { keyId, epoch } });
+        assert.equal(stale.kind, 'stale');
+        const now = stale.kind === 'stale' ? stale.epoch : '';
+        assert.notEqual(now, epoch);
+        await l.markRevoked(keyId);
+        assert.equal((await l.admit({ subject: `key:${keyId}`, tier: 'free', guard: { keyId, epoch: now } })).kind, 'revoked');
+        assert.equal((await l.check(null, { keyId, epoch: now })).kind, 'revoked');
+        assert.equal((await l.peek(`key:${keyId}`, 'free')).remaining, 49, 'only the first admission counted');
+      });
+
+      test('Redis unreachable: admit counts in memory at once (no wait), without the guards', async () => {
+        const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
+        down.on('error', () => {});
+        const l = new TierRateLimiter(down, `down${Math.random()}`);
+        const t0 = performance.now();
+        const a = l.admit({ subject: 'key:z', tier: 'free', guard: { keyId: 'z', epoch: 'whatever' } });
+        assert.ok(!(a instanceof Promise), 'decided synchronously in memory');
+        assert.ok(a.kind === 'ok' && a.own.allowed && a.own.remaining === 49);
+        assert.ok(performance.now() - t0 < 50);
+        down.disconnect();
+      });
+    }
+  });
+}

@@ -35,6 +35,135 @@ interface Pair {
 }
 
 /**
+ * rate-limiter-flexible's in-memory store (`RateLimiterMemory._memoryStorage`, version pinned
+ * in package.json): synchronous fixed-window counters, `value` = points used, `msBeforeNext`
+ * = ms until the window ends (-1: no expiry).
+ */
+interface MemoryStore {
+  get(key: string): { consumedPoints: number; msBeforeNext: number } | null;
+  incrby(key: string, value: number, durationSec: number): { consumedPoints: number; msBeforeNext: number };
+}
+
+/**
+ * One fixed-window counter as both stores keep it: under `<keyPrefix>:<subject>`, at most
+ * `points` per `durationSec`, in Redis (an integer with an expiry, as RateLimiterRedis writes
+ * it) and in the memory limiter that stands in for Redis when it is unreachable.
+ */
+export interface Counter {
+  readonly keyPrefix: string;
+  readonly points: number;
+  readonly durationSec: number;
+  readonly memory: MemoryStore;
+}
+
+/** A fixed-window budget (`TierRateLimiter.budget`): failed authentications per IP, key management per user. */
+export interface Budget {
+  /** Counts one event of `subject`; refused when the budget is used up (nothing is then counted). */
+  consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
+  /** Whether `subject` has used up the budget, without counting anything. */
+  exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }>;
+  /** The budget's counter, for `TierRateLimiter.admit` and `check`. */
+  readonly counter: Counter;
+}
+
+/** Redis key of the marker of a revoked API key (`markRevoked`); the key id follows. */
+const REVOKED_PREFIX = 'kc:revoked:';
+/** Redis key of the tier epoch (`bumpTierEpoch`): changed by every plan change of any user. */
+const EPOCH_KEY = 'kc:epoch';
+/**
+ * How long a revocation marker stays in Redis, s: longer than any key-cache entry lives
+ * (services/keys.ts, KEY_CACHE_TTL_MS), so that no instance can hold a revoked key that the
+ * marker no longer refuses.
+ */
+export const REVOCATION_MARKER_TTL_SEC = 3600;
+
+/**
+ * The one script of a request (Redis, EVALSHA through ioredis `defineCommand`). In order:
+ * 1. when ARGV[1] > 0, refuses (status 1, with the budget's PTTL) if the failed-auth counter
+ *    KEYS[1] has reached ARGV[1];
+ * 2. when ARGV[2] = '1', refuses if the key's revocation marker KEYS[2] exists (status 2) or
+ *    the tier epoch KEYS[3] is not ARGV[3] (status 3: the caller's tier may be stale);
+ * 3. checks the ARGV[4] windows KEYS[4..] (limit ARGV[3+2i], duration ARGV[4+2i] s): if any
+ *    is used up, counts nothing (status 4); otherwise counts one in each (status 0).
+ * Returns {status, epoch, ...} and per window {used, pttl} (after counting when counted).
+ */
+const ADMIT_LUA = `
+local ep = redis.call('get', KEYS[3]) or '0'
+local af = tonumber(ARGV[1])
+if af > 0 then
+  local used = tonumber(redis.call('get', KEYS[1]) or '0')
+  if used >= af then return {1, ep, redis.call('pttl', KEYS[1])} end
+end
+if ARGV[2] == '1' then
+  if redis.call('exists', KEYS[2]) == 1 then return {2, ep} end
+  if ep ~= ARGV[3] then return {3, ep} end
+end
+local n = tonumber(ARGV[4])
+local out = {0, ep}
+local refused = false
+for i = 1, n do
+  local k = KEYS[3 + i]
+  local used = tonumber(redis.call('get', k) or '0')
+  out[1 + 2 * i] = used
+  out[2 + 2 * i] = redis.call('pttl', k)
+  if used + 1 > tonumber(ARGV[3 + 2 * i]) then refused = true end
+end
+if refused then
+  out[1] = 4
+  return out
+end
+for i = 1, n do
+  local k = KEYS[3 + i]
+  local dur = ARGV[4 + 2 * i]
+  redis.call('set', k, 0, 'EX', dur, 'NX')
+  out[1 + 2 * i] = redis.call('incr', k)
+  local ttl = redis.call('pttl', k)
+  if ttl == -1 then
+    redis.call('expire', k, dur)
+    ttl = 1000 * tonumber(dur)
+  end
+  out[2 + 2 * i] = ttl
+end
+return out
+`;
+
+/** The ioredis client with the admission script defined on it. */
+type AdmitRedis = Redis & { mktAdmit(numKeys: number, ...args: string[]): Promise<(number | string)[]> };
+
+/**
+ * What `admit` and `check` decide beside the counts: the client address is over its
+ * failed-auth budget (`blocked`), the key was revoked (`revoked`), or the tier epoch moved
+ * since the caller's tier was read (`stale`: look the key up again).
+ */
+export type Verdict =
+  { kind: 'blocked'; retryAfterSec: number } | { kind: 'revoked' } | { kind: 'stale'; epoch: string } | { kind: 'ok'; epoch: string };
+
+/** The outcome of `admit`. */
+export type Admission =
+  | Exclude<Verdict, { kind: 'ok' }>
+  | {
+      kind: 'ok';
+      epoch: string;
+      /** The caller's own decision (both windows); refused when its own quota ran out. */
+      own: LimitDecision;
+      /** The account ceiling's decision when one was given; refused when it ran out (and `own` was allowed). */
+      account: LimitDecision | null;
+    };
+
+/** What `admit` checks and counts (see there). */
+export interface AdmitRequest {
+  subject: string;
+  tier: Tier;
+  now?: Date;
+  /** The account ceiling (a `scaled` limiter) and the subject it counts (`user:<id>`). */
+  account?: { limiter: TierRateLimiter; subject: string };
+  /** Refuse first when `subject` has used up this budget (the failed-authentication budget). */
+  failedAuth?: { budget: Budget; subject: string };
+  /** Refuse when the key `keyId` was revoked or the tier epoch is no longer `epoch` (Redis only). */
+  guard?: { keyId: string; epoch: string };
+}
+
+/**
  * Per-subject rate limiting per tier over two windows, a rolling-start minute window and
  * the UTC calendar day (reset at 00:00 UTC), with rate-limiter-flexible: in memory by
  * default, in Redis when a client is given (several instances then share one count).
@@ -53,7 +182,8 @@ interface Pair {
  */
 export class TierRateLimiter {
   readonly #pairs = new Map<Tier, Pair>();
-  readonly #extra = new Map<string, RateLimiterAbstract>();
+  readonly #counters = new Map<Tier, { minute: Counter; day: Counter | null }>();
+  readonly #extra = new Map<string, Budget>();
   readonly #scaled = new Map<string, TierRateLimiter>();
   readonly #limits: Record<Tier, { day: number | null; minute: number }>;
 
@@ -66,12 +196,13 @@ export class TierRateLimiter {
       Object.entries(TIER_LIMITS).map(([t, l]) => [t, { minute: l.minute * factor, day: l.day === null ? null : l.day * factor }]),
     ) as Record<Tier, { day: number | null; minute: number }>;
     for (const [tier, lim] of Object.entries(this.#limits) as [Tier, (typeof TIER_LIMITS)[Tier]][]) {
-      this.#pairs.set(tier, {
-        minute: this.#make(`${tier}:m`, lim.minute, 60),
-        // The day key carries the UTC date, so the window is the calendar day.
-        day: lim.day === null ? null : this.#make(`${tier}:d`, lim.day, DAY_SEC + 60),
-      });
+      const minute = this.#make(`${tier}:m`, lim.minute, 60);
+      // The day key carries the UTC date, so the window is the calendar day.
+      const day = lim.day === null ? null : this.#make(`${tier}:d`, lim.day, DAY_SEC + 60);
+      this.#pairs.set(tier, { minute: minute.limiter, day: day?.limiter ?? null });
+      this.#counters.set(tier, { minute: minute.counter, day: day?.counter ?? null });
     }
+    if (redis && !('mktAdmit' in redis)) redis.defineCommand('mktAdmit', { lua: ADMIT_LUA });
   }
 
   /**
@@ -89,11 +220,17 @@ export class TierRateLimiter {
     return l;
   }
 
-  #make(name: string, points: number, duration: number): RateLimiterAbstract {
+  #make(name: string, points: number, duration: number): { limiter: RateLimiterAbstract; counter: Counter } {
     const keyPrefix = `${this.prefix}:${name}`;
     const memory = new RateLimiterMemory({ points, duration, keyPrefix });
-    if (!this.redis) return memory;
-    return new RateLimiterRedis({
+    const counter: Counter = {
+      keyPrefix,
+      points,
+      durationSec: duration,
+      memory: (memory as unknown as { _memoryStorage: MemoryStore })._memoryStorage,
+    };
+    if (!this.redis) return { limiter: memory, counter };
+    const limiter = new RateLimiterRedis({
       storeClient: this.redis,
       points,
       duration,
@@ -101,28 +238,20 @@ export class TierRateLimiter {
       rejectIfRedisNotReady: true,
       insuranceLimiter: memory,
     });
+    return { limiter, counter };
   }
 
   /**
    * A simple fixed-window limiter for other budgets (failed authentications per IP, key
    * management per user), shared through Redis like the tier limits.
    */
-  budget(
-    name: string,
-    points: number,
-    durationSec: number,
-  ): {
-    consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
-    exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }>;
-  } {
-    let l = this.#extra.get(name);
-    if (!l) {
-      l = this.#make(`budget:${name}`, points, durationSec);
-      this.#extra.set(name, l);
-    }
-    const lim = l;
-    return {
-      /** Whether `subject` has used up the budget, without counting anything. */
+  budget(name: string, points: number, durationSec: number): Budget {
+    const known = this.#extra.get(name);
+    if (known) return known;
+    const made = this.#make(`budget:${name}`, points, durationSec);
+    const lim = made.limiter;
+    const b: Budget = {
+      counter: made.counter,
       async exhausted(subject) {
         const r = await lim.get(subject).catch(() => null);
         const used = r?.consumedPoints ?? 0;
@@ -142,6 +271,121 @@ export class TierRateLimiter {
         }
       },
     };
+    this.#extra.set(name, b);
+    return b;
+  }
+
+  /** Whether Redis is the store now (configured and ready); otherwise the memory limiters count. */
+  #redisReady(): AdmitRedis | null {
+    return this.redis && this.redis.status === 'ready' ? (this.redis as AdmitRedis) : null;
+  }
+
+  /**
+   * Marks API key `keyId` revoked in Redis for REVOCATION_MARKER_TTL_SEC, so that `admit` and
+   * `check` refuse it on every instance from now on, whatever their key caches hold. No-op
+   * without Redis.
+   * @throws when Redis does not answer (bounded by the command timeout).
+   */
+  async markRevoked(keyId: string): Promise<void> {
+    if (this.redis) await this.redis.set(`${REVOKED_PREFIX}${keyId}`, '1', 'EX', REVOCATION_MARKER_TTL_SEC);
+  }
+
+  /**
+   * Moves the tier epoch in Redis (after a plan change), so that `admit` and `check` answer
+   * `stale` to a caller whose tier was read before it. No-op without Redis.
+   * @throws when Redis does not answer (bounded by the command timeout).
+   */
+  async bumpTierEpoch(): Promise<void> {
+    if (this.redis) await this.redis.incr(EPOCH_KEY);
+  }
+
+  /**
+   * The failed-auth budget and the key guards without counting anything: `blocked` when
+   * `failedAuth.subject` has used up the budget, `revoked`/`stale` as in `admit`, else `ok`
+   * with the current tier epoch (read before a key look-up, so that a plan change after the
+   * look-up is seen as `stale` later). One Redis round trip; in memory (Redis absent or down:
+   * no guards, epoch '0') synchronous.
+   */
+  check(failedAuth: { budget: Budget; subject: string } | null, guard?: { keyId: string; epoch: string }): Verdict | Promise<Verdict> {
+    const r = this.#run([], failedAuth ?? undefined, guard);
+    return r instanceof Promise ? r.then((x) => x.verdict) : r.verdict;
+  }
+
+  /**
+   * Counts one request of `subject` in both windows of its tier and, when given, of the
+   * account ceiling, after the failed-auth budget and the key guards: everything in one Redis
+   * script (one round trip), or synchronously in memory when Redis is absent, not ready, or
+   * fails (then the guards are skipped: the key cache's PostgreSQL notices stand alone).
+   * Same semantics as `consume` followed by the ceiling's `consume`: a refused request counts
+   * nothing anywhere, and a refused decision's `exceeded` is the window with the longest wait.
+   * The returned promise never rejects for a store failure.
+   */
+  admit(req: AdmitRequest): Admission | Promise<Admission> {
+    const now = req.now ?? new Date();
+    const date = now.toISOString().slice(0, 10);
+    const windows: { counter: Counter; key: string }[] = [];
+    const push = (l: TierRateLimiter, subject: string) => {
+      const c = l.#counters.get(req.tier)!;
+      windows.push({ counter: c.minute, key: subject });
+      if (c.day) windows.push({ counter: c.day, key: `${subject}:${date}` });
+      return c.day ? 2 : 1;
+    };
+    const ownN = push(this, req.subject);
+    if (req.account) push(req.account.limiter, req.account.subject);
+    const finish = (x: { verdict: Verdict; counts: Used[] }): Admission => {
+      if (x.verdict.kind !== 'ok') return x.verdict;
+      const own = this.#group(req.tier, now, x.counts.slice(0, ownN));
+      const account = req.account ? req.account.limiter.#group(req.tier, now, x.counts.slice(ownN)) : null;
+      return { kind: 'ok', epoch: x.verdict.epoch, own, account };
+    };
+    const r = this.#run(windows, req.failedAuth, req.guard);
+    return r instanceof Promise ? r.then(finish) : finish(r);
+  }
+
+  /** The decision of one subject's windows (minute, then day when the tier has one) from their counts. */
+  #group(tier: Tier, now: Date, counts: Used[]): LimitDecision {
+    const lim = this.#limits[tier];
+    const [m, d] = counts as [Used, Used | undefined];
+    const res = (u: Used) => ({ consumedPoints: u.used, msBeforeNext: u.msBeforeNext > 0 ? u.msBeforeNext : 0 }) as RateLimiterRes;
+    const minuteRes = m.used > 0 ? res(m) : null;
+    const dayRes = d && d.used > 0 ? res(d) : null;
+    if (!m.refused && !d?.refused) return this.#decision(tier, now, minuteRes, dayRes);
+    const midnight = nextUtcMidnight(now);
+    const dayWait = Math.max(1, Math.ceil((midnight.getTime() - now.getTime()) / 1000));
+    const minuteWait = Math.max(1, Math.ceil(Math.max(0, m.msBeforeNext) / 1000));
+    // When both are used up, the caller must wait for the longer one (the day, as a rule).
+    if (d?.refused && (!m.refused || dayWait >= minuteWait))
+      return this.#decision(tier, now, minuteRes, dayRes, { window: 'day', limit: lim.day!, reset: midnight, retryAfterSec: dayWait });
+    return this.#decision(tier, now, minuteRes, dayRes, {
+      window: 'minute',
+      limit: lim.minute,
+      reset: new Date(now.getTime() + Math.max(0, m.msBeforeNext)),
+      retryAfterSec: minuteWait,
+    });
+  }
+
+  /** Runs the admission in Redis when it is ready, else (or when it fails) in memory. */
+  #run(
+    windows: { counter: Counter; key: string }[],
+    failedAuth?: { budget: Budget; subject: string },
+    guard?: { keyId: string; epoch: string },
+  ): { verdict: Verdict; counts: Used[] } | Promise<{ verdict: Verdict; counts: Used[] }> {
+    const redis = this.#redisReady();
+    if (!redis) return runInMemory(windows, failedAuth);
+    const fa = failedAuth?.budget.counter;
+    const keys = [
+      fa ? `${fa.keyPrefix}:${failedAuth!.subject}` : `${EPOCH_KEY}:none`,
+      guard ? `${REVOKED_PREFIX}${guard.keyId}` : `${REVOKED_PREFIX}none`,
+      EPOCH_KEY,
+      ...windows.map((w) => `${w.counter.keyPrefix}:${w.key}`),
+    ];
+    const args = [String(fa ? fa.points : 0), guard ? '1' : '0', guard?.epoch ?? '', String(windows.length)];
+    for (const w of windows) args.push(String(w.counter.points), String(w.counter.durationSec));
+    return redis.mktAdmit(keys.length, ...keys, ...args).then(
+      (out) => fromScript(out, windows),
+      // Redis failed or stalled (command timeout): count in memory, as the insurance limiters do.
+      () => runInMemory(windows, failedAuth),
+    );
   }
 
   #decision(
@@ -253,6 +497,59 @@ export class TierRateLimiter {
     ]);
     return this.#decision(tier, now, m, d);
   }
+}
+
+/** One window's state from an admission: points used (after counting when counted), ms left, and whether it refused. */
+interface Used {
+  used: number;
+  msBeforeNext: number;
+  refused: boolean;
+}
+
+/** The script's reply as a verdict and per-window counts. */
+function fromScript(out: (number | string)[], windows: { counter: Counter }[]): { verdict: Verdict; counts: Used[] } {
+  const status = Number(out[0]);
+  const epoch = String(out[1]);
+  if (status === 1) return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(Number(out[2]) / 1000)) }, counts: [] };
+  if (status === 2) return { verdict: { kind: 'revoked' }, counts: [] };
+  if (status === 3) return { verdict: { kind: 'stale', epoch }, counts: [] };
+  const counts = windows.map((w, i) => {
+    const used = Number(out[2 + 2 * i]);
+    return { used, msBeforeNext: Number(out[3 + 2 * i]), refused: status === 4 && used + 1 > w.counter.points };
+  });
+  return { verdict: { kind: 'ok', epoch }, counts };
+}
+
+/** The admission in the memory limiters (no Redis, or Redis failing): synchronous, no guards, epoch '0'. */
+function runInMemory(
+  windows: { counter: Counter; key: string }[],
+  failedAuth?: { budget: Budget; subject: string },
+): { verdict: Verdict; counts: Used[] } {
+  if (failedAuth) {
+    const c = failedAuth.budget.counter;
+    const r = c.memory.get(`${c.keyPrefix}:${failedAuth.subject}`);
+    if (r && (r.msBeforeNext > 0 || r.msBeforeNext === -1) && r.consumedPoints >= c.points)
+      return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) }, counts: [] };
+  }
+  const counts: Used[] = [];
+  let refused = false;
+  for (const w of windows) {
+    const r = w.counter.memory.get(`${w.counter.keyPrefix}:${w.key}`);
+    // An expired record is still in the map until its timer runs: it counts as empty.
+    const live = r !== null && (r.msBeforeNext > 0 || r.msBeforeNext === -1);
+    const used = live ? r.consumedPoints : 0;
+    const over = used + 1 > w.counter.points;
+    refused ||= over;
+    counts.push({ used, msBeforeNext: live ? r.msBeforeNext : -2, refused: over });
+  }
+  if (!refused) {
+    for (let i = 0; i < windows.length; i++) {
+      const w = windows[i]!;
+      const r = w.counter.memory.incrby(`${w.counter.keyPrefix}:${w.key}`, 1, w.counter.durationSec);
+      counts[i] = { used: r.consumedPoints, msBeforeNext: r.msBeforeNext, refused: false };
+    }
+  }
+  return { verdict: { kind: 'ok', epoch: '0' }, counts };
 }
 
 /**

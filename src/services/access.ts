@@ -2,7 +2,7 @@ import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
 import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts';
 import type { Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
-import { type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
+import { type Admission, type Budget, type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
 import type { UsageTracker } from './usage.ts';
 
@@ -193,6 +193,19 @@ export interface Metering {
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 /**
+ * A key caller admitted from the key cache whose last checks were left to `meter`'s single
+ * round trip: the client address's failed-auth budget, the key's revocation marker and the
+ * tier epoch its tier was read under. Module-private (never serialized, never logged).
+ */
+interface Deferred {
+  header: string;
+  policy: Policy;
+  address: string;
+  token: string;
+  epoch: string;
+}
+
+/**
  * Whose count ran out, in a tier-quota 429's `details.scope`: the API key's, the signed-in
  * user's (JWT), the client address's (no key), or the account ceiling (all of a user's keys
  * and JWT requests together).
@@ -233,7 +246,9 @@ export interface AccessDeps {
 export class Access {
   readonly #deps: AccessDeps;
   #jwt: JwtCheck | null;
-  readonly #authFailures;
+  readonly #authFailures: Budget;
+  /** Cache-hit callers whose checks `meter` still owes (see Deferred). */
+  readonly #deferred = new WeakMap<Caller, Deferred>();
   readonly #perUser;
   readonly #dashboard;
   readonly #account: TierRateLimiter;
@@ -252,7 +267,7 @@ export class Access {
     this.#jwt = jwt;
   }
 
-  async #identify(header: string | undefined, policy: Policy, address: string): Promise<Caller> {
+  async #identify(header: string | undefined, policy: Policy, address: string, epoch: string): Promise<Caller> {
     if (header === undefined || header === '') {
       if (policy.name === 'api-key' || policy.name === 'api-key-or-user')
         throw new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
@@ -265,7 +280,7 @@ export class Access {
     if (looksLikeApiKey(token)) {
       if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyNotJwt, { reason: 'wrong_credential' });
       try {
-        return keyCaller(await this.#deps.keys.authenticate(token));
+        return keyCaller(await this.#deps.keys.authenticate(token, epoch));
       } catch (e) {
         throw e instanceof ServiceError && e.code === 'UNAUTHORIZED' ? keyRefusal(e, token) : e;
       }
@@ -292,22 +307,53 @@ export class Access {
    */
   async authenticate(header: string | undefined, policy: Policy, address: string): Promise<Authentication> {
     const peekAddress = () => this.#deps.limiter.peek(`ip:${address}`, 'unauthenticated');
+    let epoch = '0';
     if (header) {
-      const blocked = await this.#authFailures.exhausted(address);
-      if (blocked.exhausted) return { ok: false, error: this.#tooManyFailures(blocked.retryAfterSec), limits: await peekAddress() };
+      const token = BEARER.exec(header)?.[1];
+      const hit = token && policy.name !== 'user' && looksLikeApiKey(token) ? this.#deps.keys.cached(token) : undefined;
+      if (hit) {
+        const caller = keyCaller(hit.caller);
+        // The usual request: its checks ride on meter's one round trip.
+        if (policy.quota === 'tier' && this.authorize(caller, policy) === null) {
+          this.#deferred.set(caller, { header, policy, address, token: token!, epoch: hit.epoch });
+          return { ok: true, caller };
+        }
+        // Refused here, or not metered against the tier quota: check now.
+        const v = await this.#deps.limiter.check(
+          { budget: this.#authFailures, subject: address },
+          { keyId: hit.caller.keyId, epoch: hit.epoch },
+        );
+        if (v.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(v.retryAfterSec), limits: await peekAddress() };
+        if (v.kind === 'ok') return { ok: true, caller };
+        this.#deps.keys.evict(hit.caller.keyId);
+        if (v.kind === 'revoked') return this.#revoked(token!, address);
+        // stale: look the key up again, below.
+      }
+      const gate = await this.#deps.limiter.check({ budget: this.#authFailures, subject: address });
+      if (gate.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(gate.retryAfterSec), limits: await peekAddress() };
+      if (gate.kind === 'ok') epoch = gate.epoch;
     }
     try {
-      return { ok: true, caller: await this.#identify(header, policy, address) };
+      return { ok: true, caller: await this.#identify(header, policy, address, epoch) };
     } catch (e) {
-      if (e instanceof ServiceError && e.code === 'UNAUTHORIZED') {
-        const limits = await peekAddress();
-        const budget = await this.#authFailures.consume(address);
-        return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec), limits };
-      }
+      if (e instanceof ServiceError && e.code === 'UNAUTHORIZED') return this.#failed(e, address);
       // A dependency failed while identifying the caller (503/500): the response still
       // carries the rate-limit headers, of the client address.
       return { ok: false, error: unexpectedError(e), limits: await peekAddress(), cause: e instanceof ServiceError ? undefined : e };
     }
+  }
+
+  /** A failed authentication: counted against the address's budget; 429 once it is used up. */
+  async #failed(e: ServiceError, address: string): Promise<Authentication & { ok: false }> {
+    const limits = await this.#deps.limiter.peek(`ip:${address}`, 'unauthenticated');
+    const budget = await this.#authFailures.consume(address);
+    return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec), limits };
+  }
+
+  /** A cached key found revoked (its Redis marker): refused as a failed authentication. */
+  #revoked(token: string, address: string): Promise<Authentication & { ok: false }> {
+    const e = new ServiceError('UNAUTHORIZED', 'This API key has been revoked', { reason: 'revoked' });
+    return this.#failed(keyRefusal(e, token), address);
   }
 
   #tooManyFailures(retryAfterSec: number): ServiceError {
@@ -346,36 +392,6 @@ export class Access {
     return this.#deps.limiter.peek(caller.subject, caller.tier);
   }
 
-  /**
-   * Counts a request the caller's own quota admitted against the account ceiling of its user.
-   * @returns null when within the ceiling; otherwise the 429 (scope `account`) with the
-   *   caller's own limits, after giving back what the request took from the caller's count.
-   */
-  async #meterAccount(caller: Caller & { userId: string }, now: Date): Promise<Metering | null> {
-    let a: LimitDecision;
-    try {
-      a = await this.#account.consume(`user:${caller.userId}`, caller.tier, now);
-    } catch (e) {
-      await this.#deps.limiter.refund(caller.subject, caller.tier, now);
-      throw e;
-    }
-    if (a.allowed) return null;
-    await this.#deps.limiter.refund(caller.subject, caller.tier, now);
-    const x = a.exceeded!;
-    const own = await this.#deps.limiter.peek(caller.subject, caller.tier, now);
-    return {
-      limits: { ...own, allowed: false, exceeded: x },
-      error: rateLimited(
-        MESSAGES.accountRateLimited(x.limit, x.window, caller.tier, x.retryAfterSec),
-        x.window,
-        x.limit,
-        x.reset,
-        x.retryAfterSec,
-        'account',
-      ),
-    };
-  }
-
   /** The limits and, when refused, the 429 of a per-minute budget decision (policy `user` or `dashboard`). */
   #budgetMetering(
     b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number },
@@ -411,6 +427,13 @@ export class Access {
    * IP; default the caller's subject), never the API quota or a key's usage.
    */
   async meter(caller: Caller, policy: Policy, address?: string): Promise<Metering> {
+    const deferred = this.#deferred.get(caller);
+    if (deferred) this.#deferred.delete(caller);
+    if (deferred && policy.quota !== 'tier') {
+      // Deferred for a tier-quota operation, metered otherwise: settle the checks first.
+      const a = await this.authenticate(deferred.header, PUBLIC_UNMETERED, deferred.address);
+      if (!a.ok) return { limits: a.limits, error: a.error };
+    }
     if (policy.quota === 'none') return { limits: await this.peek(caller), error: null };
     if (policy.quota === 'dashboard') {
       const b = await this.#dashboard.consume(address ?? caller.subject);
@@ -421,12 +444,22 @@ export class Access {
       return this.#budgetMetering(b, caller.tier, USER_REQUESTS_PER_MINUTE, MESSAGES.userRateLimited);
     }
     const now = new Date();
-    const d = await this.#deps.limiter.consume(caller.subject, caller.tier, now);
-    if (!d.allowed) {
-      const x = d.exceeded!;
+    const req = {
+      subject: caller.subject,
+      tier: caller.tier,
+      now,
+      account: caller.kind === 'anonymous' ? undefined : { limiter: this.#account, subject: `user:${caller.userId}` },
+      failedAuth: deferred ? { budget: this.#authFailures, subject: deferred.address } : undefined,
+      guard: deferred && caller.kind === 'key' ? { keyId: caller.keyId, epoch: deferred.epoch } : undefined,
+    };
+    const pending = this.#deps.limiter.admit(req);
+    const a: Admission = pending instanceof Promise ? await pending : pending;
+    if (a.kind !== 'ok') return this.#unsettled(a, caller, policy, deferred!);
+    if (!a.own.allowed) {
+      const x = a.own.exceeded!;
       const scope = caller.kind === 'anonymous' ? 'address' : caller.kind;
       return {
-        limits: d,
+        limits: a.own,
         error: rateLimited(
           MESSAGES.rateLimited(x.limit, x.window, caller.tier, x.retryAfterSec),
           x.window,
@@ -437,12 +470,45 @@ export class Access {
         ),
       };
     }
-    if (caller.kind !== 'anonymous') {
-      const refused = await this.#meterAccount(caller, now);
-      if (refused) return refused;
+    if (a.account && !a.account.allowed) {
+      const x = a.account.exceeded!;
+      return {
+        limits: { ...a.own, allowed: false, exceeded: x },
+        error: rateLimited(
+          MESSAGES.accountRateLimited(x.limit, x.window, caller.tier, x.retryAfterSec),
+          x.window,
+          x.limit,
+          x.reset,
+          x.retryAfterSec,
+          'account',
+        ),
+      };
     }
     if (caller.kind === 'key') this.#deps.usage.record(caller.keyId);
-    return { limits: d, error: null };
+    return { limits: a.own, error: null };
+  }
+
+  /**
+   * A deferred cache-hit caller that the admission script did not count: the address is over
+   * its failed-auth budget (429), the key was revoked (401, a failed authentication), or its
+   * tier may be stale (looked up again, then metered once more with the tier read now; the
+   * caller object is updated in place, so the operation sees the new tier).
+   */
+  async #unsettled(a: Exclude<Admission, { kind: 'ok' }>, caller: Caller, policy: Policy, deferred: Deferred): Promise<Metering> {
+    const peekAddress = () => this.#deps.limiter.peek(`ip:${deferred.address}`, 'unauthenticated');
+    if (a.kind === 'blocked') return { limits: await peekAddress(), error: this.#tooManyFailures(a.retryAfterSec) };
+    if (caller.kind === 'key') this.#deps.keys.evict(caller.keyId);
+    if (a.kind === 'revoked') {
+      const r = await this.#revoked(deferred.token, deferred.address);
+      return { limits: r.limits, error: r.error };
+    }
+    const again = await this.authenticate(deferred.header, deferred.policy, deferred.address);
+    if (!again.ok) return { limits: again.limits, error: again.error };
+    Object.assign(caller, again.caller);
+    const denied = this.authorize(caller, policy);
+    if (denied) return { limits: await this.peek(caller), error: denied };
+    this.#deferred.delete(caller);
+    return this.meter(caller, policy);
   }
 }
 

@@ -1,6 +1,10 @@
+import { randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { generateKey, hashKey, keyFormatError } from '../auth/api-keys.ts';
 import type { PlanTier, Tier } from '../auth/tiers.ts';
 import { ServiceError } from '../errors.ts';
+import type { TierRateLimiter } from '../rate-limit/limiter.ts';
+import type { Coordination } from '../store/db.ts';
 import type { KeyRepo, KeyRow } from '../store/key-repo.ts';
 import type { UserRepo } from '../store/user-repo.ts';
 import type { CreatedKey, KeyView, RevokedKey } from './schemas/keys.ts';
@@ -26,41 +30,105 @@ function iso(ts: string | null): string | null {
   return ts === null ? null : new Date(ts).toISOString();
 }
 
-/** Cached look-ups of active keys: at most this many, each trusted for at most this long. */
-export const KEY_CACHE_MAX = 10_000;
-export const KEY_CACHE_TTL_MS = 60_000;
+/** Default of KEY_CACHE_MAX: at most this many verified active keys per instance. */
+export const KEY_CACHE_MAX = 100_000;
+/**
+ * A cached key is looked up again after a time drawn at random between this and twice this
+ * (ms), so that keys cached together do not all expire together. Revocations and plan
+ * changes do not wait for it: they evict at once (`KeyService`).
+ */
+export const KEY_CACHE_TTL_MS = 10 * 60_000;
+
+/** A verified active key in the cache: its caller, and the tier epoch (limiter) it was read under. */
+export interface CachedKey {
+  caller: KeyCaller;
+  /** The Redis tier epoch read before the look-up ('0' without Redis); see TierRateLimiter.check. */
+  epoch: string;
+}
+
+/**
+ * How this instance tells the others that a key was revoked or a plan changed (KeyNotices;
+ * wired in src/core.ts). Each method resolves once the others can no longer serve the old
+ * state (see KeyNotices for what that means per setup); failures are reported, not thrown.
+ */
+export interface KeyInvalidation {
+  revoked(keyId: string): Promise<void>;
+  tierChanged(): Promise<void>;
+}
 
 /**
  * Self-service API keys: create (shown once), list, revoke, and resolve a presented key.
  *
- * Resolving a key costs a database query. With the embedded PGlite database only this
- * process can open the database, so every revocation and tier change passes through here:
- * active keys are then cached in memory (by SHA-256 digest; at most KEY_CACHE_MAX, each for
- * at most KEY_CACHE_TTL_MS) and evicted synchronously. With PostgreSQL, other instances can
- * revoke a key at any time and a revoked key must be refused on the next request everywhere,
- * so every request is looked up (one indexed query).
+ * Resolving a key costs a database query, so active keys are cached in memory on every
+ * backend: by SHA-256 digest (never the key), least recently used out first, at most
+ * `cacheMax` (KEY_CACHE_MAX), each for a jittered KEY_CACHE_TTL_MS..2×. Only active keys
+ * found in the database are cached: unknown and revoked keys never are, so guessing cannot
+ * fill it. Revocations and plan changes evict synchronously here and reach the other
+ * instances through `invalidation` (PostgreSQL NOTIFY, and with Redis a marker checked on
+ * every request: KeyNotices). The cache is used only while `trusted` (on PostgreSQL: while
+ * this instance is subscribed to the notices; PGlite: always, one process owns the database).
  */
 export class KeyService {
-  readonly #cache = new Map<string, { caller: KeyCaller; at: number }>();
+  readonly #cache: LRUCache<string, CachedKey>;
+  /** Key id -> digest of the cached entry, so that a revocation evicts without a scan. */
+  readonly #byId = new Map<string, string>();
   /** Bumped by every eviction, so a look-up that raced with one is not cached. */
   #generation = 0;
+  #trusted: boolean;
+  readonly #invalidation: KeyInvalidation | null;
 
-  /** @param cache true only when this process is the database's only user (PGlite). */
+  /**
+   * @param opts.cacheMax KEY_CACHE_MAX; `trusted`: whether the cache may be used from the
+   *   start (PGlite: true; PostgreSQL: false until KeyNotices has subscribed).
+   */
   constructor(
     private readonly keys: KeyRepo,
     private readonly users: UserRepo,
     private readonly usage: UsageTracker,
-    private readonly cache = false,
-  ) {}
+    opts: { cacheMax?: number; trusted?: boolean; invalidation?: KeyInvalidation } = {},
+  ) {
+    this.#cache = new LRUCache<string, CachedKey>({
+      max: opts.cacheMax ?? KEY_CACHE_MAX,
+      // Keeps the key-id index in step with whatever leaves the cache (LRU, TTL, delete, clear).
+      dispose: (e, hash) => {
+        if (this.#byId.get(e.caller.keyId) === hash) this.#byId.delete(e.caller.keyId);
+      },
+    });
+    this.#trusted = opts.trusted ?? true;
+    this.#invalidation = opts.invalidation ?? null;
+  }
 
   /** Drops the cached look-ups of one key, or all of them. */
-  #evict(keyId: string | 'all'): void {
+  evict(keyId: string | 'all'): void {
     this.#generation++;
     if (keyId === 'all') {
       this.#cache.clear();
       return;
     }
-    for (const [hash, e] of this.#cache) if (e.caller.keyId === keyId) this.#cache.delete(hash);
+    const hash = this.#byId.get(keyId);
+    if (hash !== undefined) this.#cache.delete(hash);
+  }
+
+  /**
+   * Whether the cache may be used: false empties it and sends every look-up to the database
+   * (e.g. while the PostgreSQL notices are not received).
+   */
+  setTrusted(trusted: boolean): void {
+    if (!trusted) this.evict('all');
+    this.#trusted = trusted;
+  }
+
+  /** How many keys are cached (tests, metrics). */
+  get cacheSize(): number {
+    return this.#cache.size;
+  }
+
+  /**
+   * The cached verification of a presented key, without any I/O: undefined when it is not
+   * cached (then `authenticate`). A cached digest was an active, well-formed key when cached.
+   */
+  cached(key: string): CachedKey | undefined {
+    return this.#trusted ? this.#cache.get(hashKey(key)) : undefined;
   }
 
   /**
@@ -114,7 +182,8 @@ export class KeyService {
   async revoke(user: UserIdentity, keyId: string): Promise<RevokedKey> {
     const row = await this.keys.revokeKey(user.userId, keyId);
     if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
-    this.#evict(row.id);
+    this.evict(row.id);
+    await this.#invalidation?.revoked(row.id);
     return { id: row.id, status: 'revoked', revoked_at: iso(row.revokedAt)! };
   }
 
@@ -125,34 +194,146 @@ export class KeyService {
    */
   async setTier(email: string, tier: PlanTier): Promise<number> {
     const n = await this.users.setTierByEmail(email, tier);
-    this.#evict('all');
+    this.evict('all');
+    await this.#invalidation?.tierChanged();
     return n;
   }
 
   /**
-   * Resolves a presented API key. Format and checksum are checked before any look-up.
+   * Resolves a presented API key in the database and caches it when active. Format and
+   * checksum are checked before any look-up. `epoch` is the tier epoch read before the call
+   * (TierRateLimiter.check), stored with the cached key.
    * @throws ServiceError UNAUTHORIZED (details.reason: malformed | bad_checksum | unknown | revoked).
    */
-  async authenticate(key: string): Promise<KeyCaller> {
+  async authenticate(key: string, epoch = '0'): Promise<KeyCaller> {
     const bad = keyFormatError(key);
     if (bad)
       throw new ServiceError('UNAUTHORIZED', bad === 'malformed' ? 'Malformed API key' : 'Invalid API key (checksum mismatch)', {
         reason: bad,
       });
     const hash = hashKey(key);
-    const now = Date.now();
-    const hit = this.cache ? this.#cache.get(hash) : undefined;
-    if (hit && now - hit.at < KEY_CACHE_TTL_MS) return hit.caller;
     const generation = this.#generation;
     const found = await this.keys.findKey(hash);
     if (!found) throw new ServiceError('UNAUTHORIZED', 'Invalid API key', { reason: 'unknown' });
     if (found.status !== 'active') throw new ServiceError('UNAUTHORIZED', 'This API key has been revoked', { reason: 'revoked' });
     const caller: KeyCaller = { keyId: found.keyId, userId: found.userId, tier: found.tier };
-    if (this.cache && generation === this.#generation) {
-      this.#cache.delete(hash);
-      if (this.#cache.size >= KEY_CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value!);
-      this.#cache.set(hash, { caller, at: now });
+    if (this.#trusted && generation === this.#generation) {
+      this.#cache.set(hash, { caller, epoch }, { ttl: KEY_CACHE_TTL_MS + Math.floor(Math.random() * KEY_CACHE_TTL_MS) });
+      this.#byId.set(caller.keyId, hash);
     }
     return caller;
+  }
+}
+
+/**
+ * The NOTIFY channel of key-cache invalidations. Payloads: `k:<keyId>:<nonce>` (a revoked
+ * key), `tier:<nonce>` (a plan change: evict all), `ack:<nonce>:<instance>` (an instance has
+ * evicted for notice `nonce`).
+ */
+export const KEY_CACHE_CHANNEL = 'key_cache';
+/** Longest wait of a revocation or plan change for every instance's acknowledgement, ms. */
+const NOTICE_ACK_TIMEOUT_MS = 2000;
+
+/**
+ * Key-cache invalidation across instances (KeyInvalidation), on two paths:
+ * - With Redis: a revocation writes a marker for the key id (TierRateLimiter.markRevoked) and
+ *   a plan change moves the tier epoch (bumpTierEpoch) before the operation answers; every
+ *   request with a cached key checks both in the same script as its quota (Access.meter), so
+ *   the next request on any instance is refused (or its tier re-read) whatever its cache
+ *   holds. While Redis is unreachable the limiter counts in memory and skips that check: the
+ *   notices below then stand alone.
+ * - With PostgreSQL: NOTIFY on KEY_CACHE_CHANNEL; every subscribed instance evicts, then
+ *   acknowledges. The operation answers once as many instances have acknowledged as hold
+ *   the presence lock (Coordination.presence: every instance subscribed now), so the next
+ *   request anywhere finds the key evicted. Bounded by NOTICE_ACK_TIMEOUT_MS: an instance
+ *   that does not acknowledge in time (stalled, or its connection lost without PostgreSQL
+ *   noticing yet) is reported and not waited for; until its next notice it may serve from
+ *   its cache. An instance that knows it lost its notice connection stops using its cache
+ *   (every request is then looked up) until it has subscribed again.
+ * On PGlite one process owns the database: the synchronous eviction is the whole story.
+ */
+export class KeyNotices implements KeyInvalidation {
+  readonly #instance = randomUUID();
+  /** Notices of this instance awaiting acknowledgements: nonce -> instances that acknowledged, and a wake-up. */
+  readonly #pending = new Map<string, { acks: Set<string>; wake: () => void }>();
+  #subscribed = false;
+
+  constructor(
+    private readonly coordination: Coordination,
+    private readonly limiter: TierRateLimiter,
+    private readonly onError: (err: unknown, what: string) => void = () => {},
+  ) {}
+
+  /**
+   * Subscribes `keys` to the notices: it evicts on each (and acknowledges it), and trusts its
+   * cache only while the subscription stands.
+   * @throws when the first subscription fails (the cache then stays untrusted; retried in the background).
+   */
+  async subscribe(keys: KeyService): Promise<void> {
+    await this.coordination.listen(
+      KEY_CACHE_CHANNEL,
+      (payload) => {
+        const [kind, a, b] = payload.split(':');
+        if (kind === 'ack') {
+          const p = a ? this.#pending.get(a) : undefined;
+          if (p && b) {
+            p.acks.add(b);
+            p.wake();
+          }
+          return;
+        }
+        if (kind === 'k' && a) keys.evict(a);
+        else keys.evict('all');
+        const nonce = kind === 'k' ? b : a;
+        if (nonce)
+          this.coordination
+            .notify(KEY_CACHE_CHANNEL, `ack:${nonce}:${this.#instance}`)
+            .catch((e: unknown) => this.onError(e, 'key-cache acknowledgement (PostgreSQL)'));
+      },
+      (subscribed) => {
+        this.#subscribed = subscribed;
+        keys.setTrusted(subscribed);
+      },
+    );
+  }
+
+  async revoked(keyId: string): Promise<void> {
+    await this.limiter.markRevoked(keyId).catch((e: unknown) => this.onError(e, 'revocation marker (Redis)'));
+    await this.#send((nonce) => `k:${keyId}:${nonce}`);
+  }
+
+  async tierChanged(): Promise<void> {
+    await this.limiter.bumpTierEpoch().catch((e: unknown) => this.onError(e, 'tier epoch (Redis)'));
+    await this.#send((nonce) => `tier:${nonce}`);
+  }
+
+  /** NOTIFYs, then (when subscribed) waits, bounded, until every present instance has acknowledged. */
+  async #send(payload: (nonce: string) => string): Promise<void> {
+    const nonce = randomUUID();
+    const entry = { acks: new Set<string>(), wake: () => {} };
+    if (this.#subscribed) this.#pending.set(nonce, entry);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await this.coordination.notify(KEY_CACHE_CHANNEL, payload(nonce));
+      if (!this.#subscribed) return;
+      const present = await this.coordination.presence();
+      const all = await new Promise<boolean>((resolve) => {
+        entry.wake = () => {
+          if (entry.acks.size >= present) resolve(true);
+        };
+        timer = setTimeout(() => resolve(false), NOTICE_ACK_TIMEOUT_MS);
+        entry.wake();
+      });
+      if (!all)
+        this.onError(
+          new Error(`${entry.acks.size} of ${present} instances acknowledged within ${NOTICE_ACK_TIMEOUT_MS} ms`),
+          'key-cache notice (PostgreSQL)',
+        );
+    } catch (e) {
+      this.onError(e, 'key-cache notice (PostgreSQL)');
+    } finally {
+      clearTimeout(timer);
+      this.#pending.delete(nonce);
+    }
   }
 }
