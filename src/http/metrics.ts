@@ -72,16 +72,34 @@ export class HttpMetrics {
     collectDefaultMetrics({ register: this.registry });
   }
 
+  /**
+   * The counter and histogram children of one (method, route, status) label set, bound once:
+   * prom-client hashes a label object on every `inc`/`observe`, a bound child does not. The set
+   * is small (route templates, never raw paths), so the map stays small.
+   */
+  readonly #children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
+  readonly #decided = new Map<string, { inc(): void }>();
+
   /** Counts one answered request (`seconds` from arrival to response). */
   observe(method: string, route: string, status: number, seconds: number): void {
-    const labels = { method, route, status_code: String(status) };
-    this.#requests.inc(labels);
-    this.#duration.observe(labels, seconds);
+    const k = `${method} ${status} ${route}`;
+    let c = this.#children.get(k);
+    if (!c) {
+      const labels = { method, route, status_code: String(status) };
+      c = { count: this.#requests.labels(labels), time: this.#duration.labels(labels) };
+      this.#children.set(k, c);
+    }
+    c.count.inc();
+    c.time.observe(seconds);
   }
 
   /** Counts one quota decision of the guard. */
   decision(d: LimitDecision): void {
-    this.#decisions.inc({ tier: d.tier, decision: d.allowed ? 'allowed' : 'limited' });
+    const decision = d.allowed ? 'allowed' : 'limited';
+    const k = `${d.tier} ${decision}`;
+    let c = this.#decided.get(k);
+    if (!c) this.#decided.set(k, (c = this.#decisions.labels({ tier: d.tier, decision })));
+    c.inc();
   }
 
   /**
@@ -89,8 +107,9 @@ export class HttpMetrics {
    * and `GET /metrics` (Prometheus text format 0.0.4).
    */
   install(app: FastifyInstance): void {
-    app.addHook('onResponse', async (req, reply) => {
+    app.addHook('onResponse', (req, reply, done) => {
       this.observe(req.method, req.routeOptions.url ?? UNMATCHED, reply.statusCode, reply.elapsedTime / 1000);
+      done();
     });
     app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
       reply
