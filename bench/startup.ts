@@ -14,12 +14,12 @@
 // before/after comparison in the same run.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ROOT_DIR } from '../src/config.ts';
+import { freePort } from './harness.ts';
 
 /** One start: time to the first 200 on /readyz (or to `initialize`), ms; peak RSS, MB; the 1-minute load average when it ended. */
 export interface StartFigure {
@@ -40,18 +40,6 @@ export interface StartupFigures {
   warmMedianMs: number;
   /** stdio MCP: `initialize` answered (ms), and the first tools/call get_signals answered (ms from spawn). */
   stdio: StartFigure & { firstCallMs: number };
-}
-
-/** A free loopback port (the OS picks it; released before the server binds it). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
 }
 
 /** The peak resident set size of a process, MB (VmHWM), or NaN when it cannot be read. */
