@@ -15,6 +15,9 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
         censor: '[redacted]',
       },
     },
-    (stream ?? process.stdout) as pino.DestinationStream,
+    // stdout through pino's own destination (sonic-boom, synchronous writes to file descriptor
+    // 1, as pino does by default): no Node stream machinery per line, lines in order, nothing
+    // buffered that a crash could lose.
+    stream ? (stream as pino.DestinationStream) : pino.destination({ dest: 1, sync: true }),
   );
 }

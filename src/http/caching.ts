@@ -21,10 +21,24 @@ const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
  * Every cacheable answer also gets `Vary: Authorization` (tiers differ only in headers).
  * In live mode (`live`) new data may arrive at any ingest round, so `max-age` is LIVE_MAX_AGE_S.
  */
-export function cacheControlOf(op: Operation, authorized: boolean, now = new Date(), live = false): string {
+export function cacheControlOf(op: Operation, authorized: boolean, now: Date | number = Date.now(), live = false): string {
   if (!MARKET_TAGS.has(op.tag)) return 'no-store';
-  const maxAge = live ? LIVE_MAX_AGE_S : Math.max(60, Math.floor((nextUtcMidnight(now).getTime() - now.getTime()) / 1000));
-  return `${op.policy.name === 'public' && !authorized ? 'public' : 'private'}, max-age=${maxAge}`;
+  const scope = op.policy.name === 'public' && !authorized ? 'public' : 'private';
+  if (live) return `${scope}, max-age=${LIVE_MAX_AGE_S}`;
+  return `${scope}, max-age=${secondsToMidnight(typeof now === 'number' ? now : now.getTime())}`;
+}
+
+/** The last `secondsToMidnight` answer: the same for every request of one second. */
+let toMidnight = { second: -1, value: 0 };
+
+/** Whole seconds from `nowMs` to the next 00:00 UTC, at least 60 (memoized per second). */
+function secondsToMidnight(nowMs: number): number {
+  const second = Math.floor(nowMs / 1000);
+  if (toMidnight.second !== second) {
+    const value = Math.max(60, Math.floor((nextUtcMidnight(new Date(nowMs)).getTime() - nowMs) / 1000));
+    toMidnight = { second, value };
+  }
+  return toMidnight.value;
 }
 
 /** `max-age` of market data in live mode, s: the shortest ingest schedule is every 15 minutes (docs/live-data.md). */
@@ -73,7 +87,7 @@ export function applyCaching(
   asOf: AsOf,
   live = false,
 ): boolean {
-  const cacheControl = cacheControlOf(op, Boolean(req.headers.authorization), new Date(), live);
+  const cacheControl = cacheControlOf(op, Boolean(req.headers.authorization), Date.now(), live);
   reply.header('Cache-Control', cacheControl);
   if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
   const etag = etagOf(served, asOf);

@@ -68,7 +68,12 @@ export function sendOk(
   asOf: AsOf,
   status = 200,
 ): FastifyReply {
-  const body = `{"status":"ok","data":${dataJson},"meta":${JSON.stringify(meta(req, cached, asOf))}}`;
+  // The meta object written out field by field (same JSON as JSON.stringify(meta(...)), without
+  // building the object): the timestamp is ISO 8601 and needs no escaping.
+  const metaJson =
+    `{"timestamp":"${new Date().toISOString()}","version":"v1","cached":${cached},` +
+    `"request_id":${JSON.stringify(String(req.id))},"as_of":${JSON.stringify(resolveAsOf(asOf))}}`;
+  const body = `{"status":"ok","data":${dataJson},"meta":${metaJson}}`;
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { loggableError, type ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
-import { type Access, bearerChallenge, type Caller, refusalHeaders, PUBLIC, type Policy } from '../services/access.ts';
+import { type Access, type Authentication, bearerChallenge, type Caller, type Metering, refusalHeaders, PUBLIC, type Policy } from '../services/access.ts';
 import { sendServiceError, type AsOf } from './envelope.ts';
 
 declare module 'fastify' {
@@ -36,20 +36,45 @@ export function createGuard(
     return sendServiceError(req, reply, err, asOf);
   }
 
-  return async function guard(req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-    const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
-    const auth = await access.authenticate(req.headers.authorization, policy, req.ip);
+  /** After `meter`: reports the decision, refuses, or sets the rate-limit headers and lets the request on. */
+  function metered(req: FastifyRequest, reply: FastifyReply, policy: Policy, m: Metering, done: (err?: Error) => void): void {
+    if (policy.quota !== 'none') onDecision?.(m.limits);
+    if (m.error) {
+      refuse(req, reply, m.error, m.limits);
+      return;
+    }
+    reply.headers(rateLimitHeaders(m.limits));
+    done();
+  }
+
+  /** After `authenticate`: refuses, or authorizes and meters. */
+  function authenticated(req: FastifyRequest, reply: FastifyReply, policy: Policy, auth: Authentication, done: (err?: Error) => void): void {
     if (!auth.ok) {
       if (auth.error.status >= 500) req.log.error({ err: loggableError(auth.cause ?? auth.error) }, 'dependency unavailable');
-      return refuse(req, reply, auth.error, auth.limits);
+      refuse(req, reply, auth.error, auth.limits);
+      return;
     }
     req.caller = auth.caller;
     const denied = access.authorize(auth.caller, policy);
-    if (denied) return refuse(req, reply, denied, await access.peek(auth.caller));
-    const metered = await access.meter(auth.caller, policy, req.ip);
-    if (policy.quota !== 'none') onDecision?.(metered.limits);
-    if (metered.error) return refuse(req, reply, metered.error, metered.limits);
-    reply.headers(rateLimitHeaders(metered.limits));
-    return undefined;
+    if (denied) {
+      access
+        .peek(auth.caller)
+        .then((limits) => void refuse(req, reply, denied, limits))
+        .catch(done);
+      return;
+    }
+    const m = access.meter(auth.caller, policy, req.ip);
+    if (m instanceof Promise) m.then((x) => metered(req, reply, policy, x, done)).catch(done);
+    else metered(req, reply, policy, m, done);
+  }
+
+  // A callback-style hook: a key from the key cache counted by the memory limiter goes through
+  // without a promise; the other paths (Redis, a database look-up) continue when theirs settles.
+  // A refusal sends the envelope and ends the request here (done is not called).
+  return function guard(req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+    const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
+    const auth = access.authenticate(req.headers.authorization, policy, req.ip);
+    if (auth instanceof Promise) auth.then((a) => authenticated(req, reply, policy, a, done)).catch(done);
+    else authenticated(req, reply, policy, auth, done);
   };
 }

@@ -31,11 +31,22 @@ export class HttpMetrics {
 
   constructor(dependencies: () => Promise<Record<string, boolean | null | undefined>>) {
     const registers = [this.registry];
+    const children = this.#children;
     this.#requests = new Counter({
       name: 'http_requests_total',
       help: 'HTTP requests answered, by method, route template and status code',
       labelNames: ['method', 'route', 'status_code'],
       registers,
+      // Requests are counted in a plain number per label set and added here, at each scrape
+      // (no label hashing per request).
+      collect() {
+        for (const c of children.values()) {
+          if (c.uncounted > 0) {
+            c.count.inc(c.uncounted);
+            c.uncounted = 0;
+          }
+        }
+      },
     });
     this.#duration = new Histogram({
       name: 'http_request_duration_seconds',
@@ -77,7 +88,7 @@ export class HttpMetrics {
    * prom-client hashes a label object on every `inc`/`observe`, a bound child does not. The set
    * is small (route templates, never raw paths), so the map stays small.
    */
-  readonly #children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
+  readonly #children = new Map<string, { count: { inc(n: number): void }; uncounted: number; time: { observe(v: number): void } }>();
   readonly #decided = new Map<string, { inc(): void }>();
 
   /** Counts one answered request (`seconds` from arrival to response). */
@@ -86,10 +97,10 @@ export class HttpMetrics {
     let c = this.#children.get(k);
     if (!c) {
       const labels = { method, route, status_code: String(status) };
-      c = { count: this.#requests.labels(labels), time: this.#duration.labels(labels) };
+      c = { count: this.#requests.labels(labels), uncounted: 0, time: this.#duration.labels(labels) };
       this.#children.set(k, c);
     }
-    c.count.inc();
+    c.uncounted += 1;
     c.time.observe(seconds);
   }
 

@@ -1,9 +1,9 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
-import type { Operation, Services } from '../services/operation.ts';
+import type { Operation, Served, Services } from '../services/operation.ts';
 import { applyCaching } from './caching.ts';
 import { ErrorEnvelopeSchema, sendOk, type AsOf } from './envelope.ts';
 import { successEnvelope } from './openapi.ts';
@@ -63,6 +63,10 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
   const status = op.status ?? 200;
   const response: Record<number, z.ZodType> = { [status]: successEnvelope(op) };
   for (const code of errorCodesOf(op)) response[ERROR_STATUS[code]] = ErrorEnvelopeSchema;
+  const respond = (req: FastifyRequest, reply: FastifyReply, out: Served<unknown>): FastifyReply => {
+    if (applyCaching(req, reply, op, out, asOf, services.market.mode === 'live')) return reply;
+    return sendOk(req, reply, out.json, out.cached, asOf, status);
+  };
   const toInput = spec.input ?? ((r: RouteParts) => ({ ...r.params, ...r.query, ...(r.body as object | undefined) }));
   app.withTypeProvider<ZodTypeProvider>().route({
     method: spec.method,
@@ -80,15 +84,18 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
       ...(spec.body ? { body: spec.body } : {}),
       response,
     },
-    handler: async (req: FastifyRequest, reply) => {
+    // Synchronous when the operation answers synchronously (the memoized market answers): no
+    // promise per request; an operation that returns a promise is awaited (Fastify's thenable).
+    handler: (req: FastifyRequest, reply: FastifyReply) => {
       const input = toInput({
         params: (req.params ?? {}) as Record<string, unknown>,
         query: (req.query ?? {}) as Record<string, unknown>,
         body: req.body,
       });
-      const out = await op.run(services, req.caller, input as never);
-      if (applyCaching(req, reply, op, out, asOf, services.market.mode === 'live')) return reply;
-      return sendOk(req, reply, out.json, out.cached, asOf, status);
+      const out = op.run(services, req.caller, input as never);
+      if (out instanceof Promise) return out.then((o) => respond(req, reply, o));
+      respond(req, reply, out);
+      return undefined;
     },
   });
 }

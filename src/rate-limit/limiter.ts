@@ -322,13 +322,15 @@ export class TierRateLimiter {
    */
   admit(req: AdmitRequest): Admission | Promise<Admission> {
     const now = req.now ?? new Date();
-    const date = now.toISOString().slice(0, 10);
+    let date = '';
     const windows: { counter: Counter; key: string }[] = [];
     const push = (l: TierRateLimiter, subject: string) => {
       const c = l.#counters.get(req.tier)!;
       windows.push({ counter: c.minute, key: subject });
-      if (c.day) windows.push({ counter: c.day, key: `${subject}:${date}` });
-      return c.day ? 2 : 1;
+      if (!c.day) return 1;
+      date ||= now.toISOString().slice(0, 10);
+      windows.push({ counter: c.day, key: `${subject}:${date}` });
+      return 2;
     };
     const ownN = push(this, req.subject);
     if (req.account) push(req.account.limiter, req.account.subject);
@@ -401,8 +403,8 @@ export class TierRateLimiter {
     const windows: LimitDecision['windows'] = [
       { window: 'minute', limit: lim.minute, remaining: Math.max(0, lim.minute - minuteUsed), resetSec: minuteReset },
     ];
-    const midnight = nextUtcMidnight(now);
     if (lim.day !== null) {
+      const midnight = nextUtcMidnight(now);
       const dayUsed = day ? Math.min(day.consumedPoints, lim.day) : 0;
       windows.push({
         window: 'day',
@@ -532,9 +534,12 @@ function runInMemory(
       return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) }, counts: [] };
   }
   const counts: Used[] = [];
+  const keys: string[] = [];
   let refused = false;
   for (const w of windows) {
-    const r = w.counter.memory.get(`${w.counter.keyPrefix}:${w.key}`);
+    const key = `${w.counter.keyPrefix}:${w.key}`;
+    keys.push(key);
+    const r = w.counter.memory.get(key);
     // An expired record is still in the map until its timer runs: it counts as empty.
     const live = r !== null && (r.msBeforeNext > 0 || r.msBeforeNext === -1);
     const used = live ? r.consumedPoints : 0;
@@ -545,7 +550,7 @@ function runInMemory(
   if (!refused) {
     for (let i = 0; i < windows.length; i++) {
       const w = windows[i]!;
-      const r = w.counter.memory.incrby(`${w.counter.keyPrefix}:${w.key}`, 1, w.counter.durationSec);
+      const r = w.counter.memory.incrby(keys[i]!, 1, w.counter.durationSec);
       counts[i] = { used: r.consumedPoints, msBeforeNext: r.msBeforeNext, refused: false };
     }
   }
@@ -558,13 +563,20 @@ function runInMemory(
  * plus `Retry-After` when refused.
  */
 export function rateLimitHeaders(d: LimitDecision): Record<string, string> {
+  let policy = '';
+  let state = '';
+  for (const w of d.windows) {
+    const sep = policy === '' ? '' : ', ';
+    policy += `${sep}"${w.window}";q=${w.limit};w=${w.window === 'minute' ? 60 : DAY_SEC}`;
+    state += `${sep}"${w.window}";r=${w.remaining};t=${w.resetSec}`;
+  }
   const h: Record<string, string> = {
     'X-RateLimit-Limit': String(d.limit),
     'X-RateLimit-Remaining': String(d.remaining),
     'X-RateLimit-Reset': d.reset.toISOString(),
     'X-Service-Tier': d.tier,
-    'RateLimit-Policy': d.windows.map((w) => `"${w.window}";q=${w.limit};w=${w.window === 'minute' ? 60 : DAY_SEC}`).join(', '),
-    RateLimit: d.windows.map((w) => `"${w.window}";r=${w.remaining};t=${w.resetSec}`).join(', '),
+    'RateLimit-Policy': policy,
+    RateLimit: state,
   };
   if (d.exceeded) h['Retry-After'] = String(d.exceeded.retryAfterSec);
   return h;

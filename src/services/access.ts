@@ -3,7 +3,7 @@ import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts'
 import type { Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
 import { type Admission, type Budget, type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import { type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
+import { type CachedKey, type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
 import type { UsageTracker } from './usage.ts';
 
 /**
@@ -304,21 +304,42 @@ export class Access {
    * Identifies the caller from an `Authorization` header value under `policy`'s credential
    * rules. `address` is the client's IP (the per-address failed-authentication budget and the
    * unauthenticated tier are counted per address).
+   *
+   * Synchronous (no promise) for the two usual requests: a key found in the key cache under a
+   * tier-quota policy (its remaining checks ride on `meter`'s single round trip), and no
+   * credentials under the `public` policy. Everything else returns a promise.
    */
-  async authenticate(header: string | undefined, policy: Policy, address: string): Promise<Authentication> {
+  authenticate(header: string | undefined, policy: Policy, address: string): Authentication | Promise<Authentication> {
+    if (!header) {
+      if (policy.name === 'public') return { ok: true, caller: anonymousCaller(`ip:${address}`) };
+      return this.#authenticate(header, policy, address, undefined);
+    }
+    const token = BEARER.exec(header)?.[1];
+    const hit = token && policy.name !== 'user' && looksLikeApiKey(token) ? this.#deps.keys.cached(token) : undefined;
+    if (hit && policy.quota === 'tier') {
+      const caller = keyCaller(hit.caller);
+      // The usual request: its checks ride on meter's one round trip.
+      if (this.authorize(caller, policy) === null) {
+        this.#deferred.set(caller, { header, policy, address, token: token!, epoch: hit.epoch });
+        return { ok: true, caller };
+      }
+    }
+    return this.#authenticate(header, policy, address, hit ? { token: token!, hit } : undefined);
+  }
+
+  async #authenticate(
+    header: string | undefined,
+    policy: Policy,
+    address: string,
+    cached: { token: string; hit: CachedKey } | undefined,
+  ): Promise<Authentication> {
     const peekAddress = () => this.#deps.limiter.peek(`ip:${address}`, 'unauthenticated');
     let epoch = '0';
     if (header) {
-      const token = BEARER.exec(header)?.[1];
-      const hit = token && policy.name !== 'user' && looksLikeApiKey(token) ? this.#deps.keys.cached(token) : undefined;
-      if (hit) {
+      if (cached) {
+        const { token, hit } = cached;
         const caller = keyCaller(hit.caller);
-        // The usual request: its checks ride on meter's one round trip.
-        if (policy.quota === 'tier' && this.authorize(caller, policy) === null) {
-          this.#deferred.set(caller, { header, policy, address, token: token!, epoch: hit.epoch });
-          return { ok: true, caller };
-        }
-        // Refused here, or not metered against the tier quota: check now.
+        // Refused by authorize, or not metered against the tier quota: check now.
         const v = await this.#deps.limiter.check(
           { budget: this.#authFailures, subject: address },
           { keyId: hit.caller.keyId, epoch: hit.epoch },
@@ -326,7 +347,7 @@ export class Access {
         if (v.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(v.retryAfterSec), limits: await peekAddress() };
         if (v.kind === 'ok') return { ok: true, caller };
         this.#deps.keys.evict(hit.caller.keyId);
-        if (v.kind === 'revoked') return this.#revoked(token!, address);
+        if (v.kind === 'revoked') return this.#revoked(token, address);
         // stale: look the key up again, below.
       }
       const gate = await this.#deps.limiter.check({ budget: this.#authFailures, subject: address });
@@ -426,10 +447,28 @@ export class Access {
    * `dashboard` counts against the per-address dashboard budget of `address` (the client's
    * IP; default the caller's subject), never the API quota or a key's usage.
    */
-  async meter(caller: Caller, policy: Policy, address?: string): Promise<Metering> {
+  meter(caller: Caller, policy: Policy, address?: string): Metering | Promise<Metering> {
     const deferred = this.#deferred.get(caller);
     if (deferred) this.#deferred.delete(caller);
-    if (deferred && policy.quota !== 'tier') {
+    if (policy.quota !== 'tier') return this.#meterBudget(caller, policy, address, deferred);
+    const req = {
+      subject: caller.subject,
+      tier: caller.tier,
+      now: new Date(),
+      account: caller.kind === 'anonymous' ? undefined : { limiter: this.#account, subject: `user:${caller.userId}` },
+      failedAuth: deferred ? { budget: this.#authFailures, subject: deferred.address } : undefined,
+      guard: deferred && caller.kind === 'key' ? { keyId: caller.keyId, epoch: deferred.epoch } : undefined,
+    };
+    // Synchronous when the memory limiter counts (no Redis): no promise on the usual path.
+    const pending = this.#deps.limiter.admit(req);
+    return pending instanceof Promise
+      ? pending.then((a) => this.#admitted(a, caller, policy, deferred))
+      : this.#admitted(pending, caller, policy, deferred);
+  }
+
+  /** `meter` for the policies that do not count against the tier quota (none, dashboard, user). */
+  async #meterBudget(caller: Caller, policy: Policy, address: string | undefined, deferred: Deferred | undefined): Promise<Metering> {
+    if (deferred) {
       // Deferred for a tier-quota operation, metered otherwise: settle the checks first.
       const a = await this.authenticate(deferred.header, PUBLIC_UNMETERED, deferred.address);
       if (!a.ok) return { limits: a.limits, error: a.error };
@@ -439,21 +478,16 @@ export class Access {
       const b = await this.#dashboard.consume(address ?? caller.subject);
       return this.#budgetMetering(b, caller.tier, DASHBOARD_REQUESTS_PER_MINUTE, MESSAGES.dashboardRateLimited, 'address');
     }
-    if (policy.quota === 'user' && caller.kind === 'jwt') {
+    if (caller.kind === 'jwt') {
       const b = await this.#perUser.consume(caller.userId);
       return this.#budgetMetering(b, caller.tier, USER_REQUESTS_PER_MINUTE, MESSAGES.userRateLimited);
     }
-    const now = new Date();
-    const req = {
-      subject: caller.subject,
-      tier: caller.tier,
-      now,
-      account: caller.kind === 'anonymous' ? undefined : { limiter: this.#account, subject: `user:${caller.userId}` },
-      failedAuth: deferred ? { budget: this.#authFailures, subject: deferred.address } : undefined,
-      guard: deferred && caller.kind === 'key' ? { keyId: caller.keyId, epoch: deferred.epoch } : undefined,
-    };
-    const pending = this.#deps.limiter.admit(req);
-    const a: Admission = pending instanceof Promise ? await pending : pending;
+    // A `user`-quota operation asked by a non-JWT caller that a policy let through: the tier quota.
+    return this.meter(caller, { ...policy, quota: 'tier' });
+  }
+
+  /** The metering of a tier-quota request from its admission (see `meter`). */
+  #admitted(a: Admission, caller: Caller, policy: Policy, deferred: Deferred | undefined): Metering | Promise<Metering> {
     if (a.kind !== 'ok') return this.#unsettled(a, caller, policy, deferred!);
     if (!a.own.allowed) {
       const x = a.own.exceeded!;
