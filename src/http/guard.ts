@@ -1,7 +1,16 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { loggableError, type ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
-import { type Access, type Authentication, bearerChallenge, type Caller, type Metering, refusalHeaders, PUBLIC, type Policy } from '../services/access.ts';
+import {
+  type Access,
+  type Authentication,
+  bearerChallenge,
+  type Caller,
+  type Metering,
+  refusalHeaders,
+  PUBLIC,
+  type Policy,
+} from '../services/access.ts';
 import { sendServiceError, type AsOf } from './envelope.ts';
 
 declare module 'fastify' {
@@ -48,7 +57,13 @@ export function createGuard(
   }
 
   /** After `authenticate`: refuses, or authorizes and meters. */
-  function authenticated(req: FastifyRequest, reply: FastifyReply, policy: Policy, auth: Authentication, done: (err?: Error) => void): void {
+  function authenticated(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    policy: Policy,
+    auth: Authentication,
+    done: (err?: Error) => void,
+  ): void {
     if (!auth.ok) {
       if (auth.error.status >= 500) req.log.error({ err: loggableError(auth.cause ?? auth.error) }, 'dependency unavailable');
       refuse(req, reply, auth.error, auth.limits);
