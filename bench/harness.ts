@@ -57,13 +57,24 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * How the service is started: `node dist/cli.js serve` when the compiled JavaScript exists
- * (production), else `node --import tsx src/cli.ts serve`. `sub` replaces `serve` (e.g.
- * `mcp --stdio`). Returns the argv (first element: the node binary).
+ * The node options of `npm start` (package.json's `start` script, e.g. the V8 heap ceiling
+ * `--max-old-space-size`), so the bench starts the service as `npm start` does.
+ */
+export function startNodeOptions(): string[] {
+  const pkg = JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const argv = pkg.scripts.start!.split(/\s+/);
+  return argv.slice(argv.indexOf('node') + 1).filter((a) => a.startsWith('--'));
+}
+
+/**
+ * How the service is started: `node <npm start's node options> dist/cli.js serve` when the
+ * compiled JavaScript exists (production, as `npm start`), else `node --import tsx src/cli.ts
+ * serve`. `sub` replaces `serve` (e.g. `mcp --stdio`, started as `npm run cli` does: without
+ * npm start's options). Returns the argv (first element: the node binary).
  */
 export function serviceCommand(...sub: string[]): string[] {
   if (sub.length === 0) sub = ['serve'];
-  const extra = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
+  const extra = [...(sub[0] === 'serve' ? startNodeOptions() : []), ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [])];
   return existsSync(path.join(ROOT_DIR, 'dist', 'cli.js'))
     ? [process.execPath, ...extra, 'dist/cli.js', ...sub]
     : [process.execPath, ...extra, '--import', 'tsx', 'src/cli.ts', ...sub];
