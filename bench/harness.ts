@@ -74,7 +74,10 @@ export function startNodeOptions(): string[] {
  */
 export function serviceCommand(...sub: string[]): string[] {
   if (sub.length === 0) sub = ['serve'];
-  const extra = [...(sub[0] === 'serve' ? startNodeOptions() : []), ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [])];
+  const extra = [
+    ...(sub[0] === 'serve' ? startNodeOptions() : []),
+    ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []),
+  ];
   return existsSync(path.join(ROOT_DIR, 'dist', 'cli.js'))
     ? [process.execPath, ...extra, 'dist/cli.js', ...sub]
     : [process.execPath, ...extra, '--import', 'tsx', 'src/cli.ts', ...sub];
