@@ -80,11 +80,18 @@ export function createGuard(
     }
     const m = access.meter(auth.caller, policy, req.ip);
     if (m instanceof Promise) m.then((x) => metered(req, reply, policy, x, done)).catch(done);
-    else metered(req, reply, policy, m, done);
+    // Metered synchronously (the memory limiter): the request goes on in the event loop's
+    // check phase, after every socket read in this poll phase has been taken in, so the
+    // requests that arrive together are answered together. Measured with `npm run bench`
+    // (docs/benchmarks.md): continuing at once, each response was written between two reads
+    // and woke the waiting client on its own: about 1.7x the CPU per request (user and
+    // system time) of continuing here; the Redis limiter batches the same way on its replies.
+    else setImmediate(metered, req, reply, policy, m, done);
   }
 
   // A callback-style hook: a key from the key cache counted by the memory limiter goes through
-  // without a promise; the other paths (Redis, a database look-up) continue when theirs settles.
+  // without a promise (see `authenticated`); the other paths (Redis, a database look-up)
+  // continue when theirs settles.
   // A refusal sends the envelope and ends the request here (done is not called).
   return function guard(req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
     const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
