@@ -51,6 +51,12 @@ const EXPOSED_HEADERS = [
   'ETag',
 ];
 
+/** A request URL without its query string (which could carry secrets). */
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
 /** Fastify's trustProxy from TRUST_PROXY: a list of addresses/CIDRs, or false. */
 function trustProxy(v: string | undefined): string[] | false {
   if (!v) return false;
@@ -138,7 +144,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     req.log.info(
       {
         method: req.method,
-        path: req.url.split('?')[0],
+        path: pathOf(req.url),
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         tier: req.caller?.tier,
@@ -231,7 +237,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
         origin: origins === '*' ? '*' : origins.split(',').map((o) => o.trim()),
         methods: ['GET', 'HEAD', 'POST', 'DELETE'],
         allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match'],
-        exposedHeaders: EXPOSED_HEADERS,
+        // One string: the plugin would join a list on every request.
+        exposedHeaders: EXPOSED_HEADERS.join(', '),
         credentials: false,
         maxAge: 600,
       });
