@@ -19,7 +19,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ROOT_DIR } from '../src/config.ts';
-import { freePort } from './harness.ts';
+import { freePort, startNodeOptions } from './harness.ts';
 
 /** One start: time to the first 200 on /readyz (or to `initialize`), ms; peak RSS, MB; the 1-minute load average when it ended. */
 export interface StartFigure {
@@ -140,15 +140,18 @@ const fmt = (f: StartFigure) =>
 export async function benchStartup(opts: { command?: string[]; root?: string; warmRuns?: number } = {}): Promise<StartupFigures> {
   const root = opts.root ?? process.env.STARTUP_ROOT ?? ROOT_DIR;
   const command = opts.command ?? defaultCommand(root);
+  // `serve` as `npm start` runs it (with its node options) unless a command was given;
+  // `mcp --stdio` as `npm run cli` runs it.
+  const serveCommand = opts.command || process.env.STARTUP_COMMAND ? command : [command[0]!, ...startNodeOptions(), ...command.slice(1)];
   const tmp = mkdtempSync(path.join(tmpdir(), 'bench-startup-'));
   const dir = path.join(tmp, 'pglite');
   try {
-    console.log(`# start-up of \`${command.join(' ')}\` in ${root}`);
-    const first = await serveOnce(command, root, dir);
+    console.log(`# start-up of \`${serveCommand.join(' ')} serve\` and \`${command.join(' ')} mcp --stdio\` in ${root}`);
+    const first = await serveOnce(serveCommand, root, dir);
     console.log(`first start (fresh embedded database) to 200 on /readyz: ${fmt(first)}`);
     const warm: StartFigure[] = [];
     for (let i = 0; i < (opts.warmRuns ?? 3); i++) {
-      const w = await serveOnce(command, root, dir);
+      const w = await serveOnce(serveCommand, root, dir);
       warm.push(w);
       console.log(`warm start ${i + 1} to 200 on /readyz: ${fmt(w)}`);
     }
