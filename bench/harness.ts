@@ -57,11 +57,11 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The node options of `npm start` (package.json's `start` script, e.g. the V8 heap ceiling
+ * The node options of `npm start` in checkout `root` (package.json's `start` script, e.g. the V8 heap ceiling
  * `--max-old-space-size`), so the bench starts the service as `npm start` does.
  */
-export function startNodeOptions(): string[] {
-  const pkg = JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+export function startNodeOptions(root = ROOT_DIR): string[] {
+  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   const argv = pkg.scripts.start!.split(/\s+/);
   return argv.slice(argv.indexOf('node') + 1).filter((a) => a.startsWith('--'));
 }

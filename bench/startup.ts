@@ -142,7 +142,8 @@ export async function benchStartup(opts: { command?: string[]; root?: string; wa
   const command = opts.command ?? defaultCommand(root);
   // `serve` as `npm start` runs it (with its node options) unless a command was given;
   // `mcp --stdio` as `npm run cli` runs it.
-  const serveCommand = opts.command || process.env.STARTUP_COMMAND ? command : [command[0]!, ...startNodeOptions(), ...command.slice(1)];
+  const serveCommand =
+    opts.command || process.env.STARTUP_COMMAND ? command : [command[0]!, ...startNodeOptions(root), ...command.slice(1)];
   const tmp = mkdtempSync(path.join(tmpdir(), 'bench-startup-'));
   const dir = path.join(tmp, 'pglite');
   try {

@@ -52,8 +52,15 @@ export const ErrorEnvelopeSchema = z.object({
   meta: MetaSchema,
 });
 
-function meta(req: FastifyRequest, cached: boolean, asOf: AsOf): Meta {
-  return { timestamp: new Date().toISOString(), version: 'v1', cached, request_id: String(req.id), as_of: resolveAsOf(asOf) };
+/**
+ * The `meta` of a response as JSON text (the fields of `Meta`, in order), written directly:
+ * the timestamp is ISO 8601 and needs no escaping; the request id and as-of are quoted.
+ */
+function metaJson(req: FastifyRequest, cached: boolean, asOf: AsOf): string {
+  return (
+    `{"timestamp":"${new Date().toISOString()}","version":"v1","cached":${cached},` +
+    `"request_id":${JSON.stringify(String(req.id))},"as_of":${JSON.stringify(resolveAsOf(asOf))}}`
+  );
 }
 
 /**
@@ -68,12 +75,7 @@ export function sendOk(
   asOf: AsOf,
   status = 200,
 ): FastifyReply {
-  // The meta object written out field by field (same JSON as JSON.stringify(meta(...)), without
-  // building the object): the timestamp is ISO 8601 and needs no escaping.
-  const metaJson =
-    `{"timestamp":"${new Date().toISOString()}","version":"v1","cached":${cached},` +
-    `"request_id":${JSON.stringify(String(req.id))},"as_of":${JSON.stringify(resolveAsOf(asOf))}}`;
-  const body = `{"status":"ok","data":${dataJson},"meta":${metaJson}}`;
+  const body = `{"status":"ok","data":${dataJson},"meta":${metaJson(req, cached, asOf)}}`;
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 
@@ -88,7 +90,7 @@ export function sendError(
   asOf: AsOf,
 ): FastifyReply {
   const error = details ? { code, message, details } : { code, message };
-  const body = JSON.stringify({ status: 'error', data: null, error, meta: meta(req, false, asOf) });
+  const body = `{"status":"error","data":null,"error":${JSON.stringify(error)},"meta":${metaJson(req, false, asOf)}}`;
   // Errors are never cached (a 429 or 401 is about this request, not the resource).
   return reply.code(status).header('Cache-Control', 'no-store').type('application/json; charset=utf-8').send(body);
 }
