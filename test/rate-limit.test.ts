@@ -188,6 +188,47 @@ for (const store of ['memory', 'redis'] as const) {
         assert.equal((await l.peek(`key:${keyId}`, 'free')).remaining, 49, 'only the first admission counted');
       });
 
+      test('admissions asked in one turn share one script call, with the outcomes of one call each in order', async (t) => {
+        await setup();
+        if (skip) return t.skip(skip);
+        const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+        t.after(() => client.disconnect());
+        let scriptCalls = 0;
+        const send = client.sendCommand.bind(client);
+        client.sendCommand = (cmd) => {
+          if (cmd.name === 'evalsha' || cmd.name === 'eval') scriptCalls++;
+          return send(cmd);
+        };
+        await client.ping();
+        const l = new TierRateLimiter(client, `batch${Math.random()}`);
+        const fails = l.budget('auth-fail', 3, 60);
+        for (let i = 0; i < 3; i++) await fails.consume('9.9.9.9');
+        const revokedId = `r-${Math.random()}`;
+        await l.markRevoked(revokedId);
+        const before = scriptCalls;
+        // 12 requests of one free key (10 per minute), a revoked key and a blocked address, all in one turn.
+        const own = Array.from({ length: 12 }, () => l.admit({ subject: 'key:a', tier: 'free' }));
+        const revoked = l.admit({ subject: `key:${revokedId}`, tier: 'free', guard: { keyId: revokedId, epoch: '0' } });
+        const blocked = l.admit({ subject: 'key:b', tier: 'free', failedAuth: { budget: fails, subject: '9.9.9.9' } });
+        const outcomes = await Promise.all(own);
+        assert.equal(scriptCalls - before, 1, 'one script call for the 14 admissions');
+        assert.deepEqual(
+          outcomes.map((a) => (a.kind === 'ok' ? a.own.allowed : a.kind)),
+          [...Array<boolean>(10).fill(true), false, false],
+        );
+        assert.deepEqual(
+          outcomes.slice(0, 10).map((a) => (a.kind === 'ok' ? a.own.remaining : -1)),
+          [49, 48, 47, 46, 45, 44, 43, 42, 41, 40],
+        );
+        assert.equal((await revoked).kind, 'revoked');
+        assert.equal((await blocked).kind, 'blocked');
+        assert.equal((await l.peek('key:b', 'free')).remaining, 50, 'the blocked address counted nothing');
+        // A turn with more than 128 admissions is sent in calls of at most 128.
+        const many = before + 1;
+        await Promise.all(Array.from({ length: 300 }, (_, i) => l.admit({ subject: `key:m${i}`, tier: 'pro' })));
+        assert.equal(scriptCalls - many, 3);
+      });
+
       test('Redis unreachable: admit counts in memory at once (no wait), without the guards', async () => {
         const down = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true });
         down.on('error', () => {});

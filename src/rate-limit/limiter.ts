@@ -78,57 +78,143 @@ const EPOCH_KEY = 'kc:epoch';
 export const REVOCATION_MARKER_TTL_SEC = 3600;
 
 /**
- * The one script of a request (Redis, EVALSHA through ioredis `defineCommand`). In order:
- * 1. when ARGV[1] > 0, refuses (status 1, with the budget's PTTL) if the failed-auth counter
- *    KEYS[1] has reached ARGV[1];
- * 2. when ARGV[2] = '1', refuses if the key's revocation marker KEYS[2] exists (status 2) or
- *    the tier epoch KEYS[3] is not ARGV[3] (status 3: the caller's tier may be stale);
- * 3. checks the ARGV[4] windows KEYS[4..] (limit ARGV[3+2i], duration ARGV[4+2i] s): if any
+ * The admission of one request, as a Lua function `admit(K, A)` of the batch script below
+ * (Redis, EVALSHA through ioredis `defineCommand`). In order:
+ * 1. when A[1] > 0, refuses (status 1, with the budget's PTTL) if the failed-auth counter
+ *    K[1] has reached A[1];
+ * 2. when A[2] = '1', refuses if the key's revocation marker K[2] exists (status 2) or
+ *    the tier epoch K[3] is not A[3] (status 3: the caller's tier may be stale);
+ * 3. checks the A[4] windows K[4..] (limit A[3+2i], duration A[4+2i] s): if any
  *    is used up, counts nothing (status 4); otherwise counts one in each (status 0).
  * Returns {status, epoch, ...} and per window {used, pttl} (after counting when counted).
+ *
+ * The script runs a batch of such admissions (`AdmitBatch`), one after the other, atomically
+ * as a whole: ARGV[1] = their number, then per admission its key count, its argument count
+ * and its arguments; KEYS = their keys in the same order. Returns one reply per admission.
+ * Each admission sees the counts left by the ones before it, exactly as separate scripts
+ * in the same order would.
  */
 const ADMIT_LUA = `
-local ep = redis.call('get', KEYS[3]) or '0'
-local af = tonumber(ARGV[1])
-if af > 0 then
-  local used = tonumber(redis.call('get', KEYS[1]) or '0')
-  if used >= af then return {1, ep, redis.call('pttl', KEYS[1])} end
-end
-if ARGV[2] == '1' then
-  if redis.call('exists', KEYS[2]) == 1 then return {2, ep} end
-  if ep ~= ARGV[3] then return {3, ep} end
-end
-local n = tonumber(ARGV[4])
-local out = {0, ep}
-local refused = false
-for i = 1, n do
-  local k = KEYS[3 + i]
-  local used = tonumber(redis.call('get', k) or '0')
-  out[1 + 2 * i] = used
-  out[2 + 2 * i] = redis.call('pttl', k)
-  if used + 1 > tonumber(ARGV[3 + 2 * i]) then refused = true end
-end
-if refused then
-  out[1] = 4
+local function admit(K, A)
+  local ep = redis.call('get', K[3]) or '0'
+  local af = tonumber(A[1])
+  if af > 0 then
+    local used = tonumber(redis.call('get', K[1]) or '0')
+    if used >= af then return {1, ep, redis.call('pttl', K[1])} end
+  end
+  if A[2] == '1' then
+    if redis.call('exists', K[2]) == 1 then return {2, ep} end
+    if ep ~= A[3] then return {3, ep} end
+  end
+  local n = tonumber(A[4])
+  local out = {0, ep}
+  local refused = false
+  for i = 1, n do
+    local k = K[3 + i]
+    local used = tonumber(redis.call('get', k) or '0')
+    out[1 + 2 * i] = used
+    out[2 + 2 * i] = redis.call('pttl', k)
+    if used + 1 > tonumber(A[3 + 2 * i]) then refused = true end
+  end
+  if refused then
+    out[1] = 4
+    return out
+  end
+  for i = 1, n do
+    local k = K[3 + i]
+    local dur = A[4 + 2 * i]
+    redis.call('set', k, 0, 'EX', dur, 'NX')
+    out[1 + 2 * i] = redis.call('incr', k)
+    local ttl = redis.call('pttl', k)
+    if ttl == -1 then
+      redis.call('expire', k, dur)
+      ttl = 1000 * tonumber(dur)
+    end
+    out[2 + 2 * i] = ttl
+  end
   return out
 end
-for i = 1, n do
-  local k = KEYS[3 + i]
-  local dur = ARGV[4 + 2 * i]
-  redis.call('set', k, 0, 'EX', dur, 'NX')
-  out[1 + 2 * i] = redis.call('incr', k)
-  local ttl = redis.call('pttl', k)
-  if ttl == -1 then
-    redis.call('expire', k, dur)
-    ttl = 1000 * tonumber(dur)
-  end
-  out[2 + 2 * i] = ttl
+local replies = {}
+local ki, ai = 0, 2
+for e = 1, tonumber(ARGV[1]) do
+  local nk, na = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
+  ai = ai + 2
+  local K, A = {}, {}
+  for j = 1, nk do K[j] = KEYS[ki + j] end
+  for j = 1, na do A[j] = ARGV[ai + j - 1] end
+  ki, ai = ki + nk, ai + na
+  replies[e] = admit(K, A)
 end
-return out
+return replies
 `;
 
 /** The ioredis client with the admission script defined on it. */
-type AdmitRedis = Redis & { mktAdmit(numKeys: number, ...args: string[]): Promise<(number | string)[]> };
+type AdmitRedis = Redis & { mktAdmit(numKeys: number, ...args: string[]): Promise<(number | string)[][]> };
+
+/**
+ * Admissions per script call at most (`AdmitBatch`): a batch this size runs in Redis for well
+ * under a millisecond, which bounds how long it holds Redis's single thread.
+ */
+const MAX_BATCH = 128;
+
+/**
+ * The admissions asked in one turn of the event loop, sent to Redis as one script call
+ * (ADMIT_LUA). The first admission of a turn schedules the call for the turn's check phase
+ * (`setImmediate`), after every socket read of its poll phase: requests that arrive together
+ * share one round trip and one command, instead of one each. No admission waits longer than
+ * that turn; a full batch (MAX_BATCH) goes at once. One batch per Redis client, shared by
+ * every limiter on it.
+ */
+class AdmitBatch {
+  #keys: string[] = [];
+  #args: string[] = [];
+  #waiting: { resolve(reply: (number | string)[]): void; reject(e: unknown): void }[] = [];
+  #scheduled = false;
+
+  constructor(private readonly redis: AdmitRedis) {}
+
+  /**
+   * Adds one admission (its KEYS and ARGV as `admit(K, A)` takes them).
+   * @returns its reply; rejects when the call fails or times out (the client's command timeout).
+   */
+  add(keys: string[], args: string[]): Promise<(number | string)[]> {
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ resolve, reject });
+      for (const k of keys) this.#keys.push(k);
+      this.#args.push(String(keys.length), String(args.length));
+      for (const a of args) this.#args.push(a);
+      if (this.#waiting.length >= MAX_BATCH) this.#flush();
+      else if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(() => {
+          this.#scheduled = false;
+          this.#flush();
+        });
+      }
+    });
+  }
+
+  #flush(): void {
+    const waiting = this.#waiting;
+    if (waiting.length === 0) return;
+    const keys = this.#keys;
+    const args = this.#args;
+    this.#waiting = [];
+    this.#keys = [];
+    this.#args = [];
+    this.redis.mktAdmit(keys.length, ...keys, String(waiting.length), ...args).then(
+      (replies) => {
+        for (let i = 0; i < waiting.length; i++) waiting[i]!.resolve(replies[i]!);
+      },
+      (e: unknown) => {
+        for (const w of waiting) w.reject(e);
+      },
+    );
+  }
+}
+
+/** The admission batch of each Redis client (see AdmitBatch). */
+const batches = new WeakMap<Redis, AdmitBatch>();
 
 /**
  * What `admit` and `check` decide beside the counts: the client address is over its
@@ -314,7 +400,8 @@ export class TierRateLimiter {
   /**
    * Counts one request of `subject` in both windows of its tier and, when given, of the
    * account ceiling, after the failed-auth budget and the key guards: everything in one Redis
-   * script (one round trip), or synchronously in memory when Redis is absent, not ready, or
+   * script call (one round trip, shared with the other admissions of the same event-loop turn:
+   * AdmitBatch), or synchronously in memory when Redis is absent, not ready, or
    * fails (then the guards are skipped: the key cache's PostgreSQL notices stand alone).
    * Same semantics as `consume` followed by the ceiling's `consume`: a refused request counts
    * nothing anywhere, and a refused decision's `exceeded` is the window with the longest wait.
@@ -383,7 +470,12 @@ export class TierRateLimiter {
     ];
     const args = [String(fa ? fa.points : 0), guard ? '1' : '0', guard?.epoch ?? '', String(windows.length)];
     for (const w of windows) args.push(String(w.counter.points), String(w.counter.durationSec));
-    return redis.mktAdmit(keys.length, ...keys, ...args).then(
+    let batch = batches.get(redis);
+    if (!batch) {
+      batch = new AdmitBatch(redis);
+      batches.set(redis, batch);
+    }
+    return batch.add(keys, args).then(
       (out) => fromScript(out, windows),
       // Redis failed or stalled (command timeout): count in memory, as the insurance limiters do.
       () => runInMemory(windows, failedAuth),
