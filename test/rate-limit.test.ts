@@ -206,7 +206,8 @@ for (const store of ['memory', 'redis'] as const) {
         const revokedId = `r-${Math.random()}`;
         await l.markRevoked(revokedId);
         const before = scriptCalls;
-        // 12 requests of one free key (10 per minute), a revoked key and a blocked address, all in one turn.
+        // 12 requests of one free key (10 per minute), a revoked key and a blocked address, all in one turn
+        // (14 admissions: within one batch).
         const own = Array.from({ length: 12 }, () => l.admit({ subject: 'key:a', tier: 'free' }));
         const revoked = l.admit({ subject: `key:${revokedId}`, tier: 'free', guard: { keyId: revokedId, epoch: '0' } });
         const blocked = l.admit({ subject: 'key:b', tier: 'free', failedAuth: { budget: fails, subject: '9.9.9.9' } });
@@ -223,10 +224,11 @@ for (const store of ['memory', 'redis'] as const) {
         assert.equal((await revoked).kind, 'revoked');
         assert.equal((await blocked).kind, 'blocked');
         assert.equal((await l.peek('key:b', 'free')).remaining, 50, 'the blocked address counted nothing');
-        // A turn with more than 128 admissions is sent in calls of at most 128.
-        const many = before + 1;
-        await Promise.all(Array.from({ length: 300 }, (_, i) => l.admit({ subject: `key:m${i}`, tier: 'pro' })));
+        // A turn with more admissions than a batch holds (16) is sent in calls of at most 16.
+        const many = scriptCalls;
+        const all = await Promise.all(Array.from({ length: 40 }, (_, i) => l.admit({ subject: `key:m${i}`, tier: 'pro' })));
         assert.equal(scriptCalls - many, 3);
+        assert.ok(all.every((a) => a.kind === 'ok' && a.own.allowed && a.own.remaining === 4999));
       });
 
       test('Redis unreachable: admit counts in memory at once (no wait), without the guards', async () => {
