@@ -162,11 +162,11 @@ type AdmitRedis = Redis & { mktAdmit(numKeys: number, ...args: string[]): Promis
 const MAX_BATCH = 16;
 
 /**
- * The admissions asked in one turn of the event loop, sent to Redis as one script call
- * (ADMIT_LUA). The first admission of a turn schedules the call for the turn's check phase
- * (`setImmediate`), after every socket read of its poll phase: requests that arrive together
- * share one round trip and one command, instead of one each. No admission waits longer than
- * that turn; a full batch (MAX_BATCH) goes at once. One batch per Redis client, shared by
+ * The admissions asked in one turn of the event loop, sent to Redis together: MAX_BATCH per
+ * script call (ADMIT_LUA). The first admission of a turn schedules a call for the turn's check
+ * phase (`setImmediate`), after every socket read of its poll phase, and each batch that fills
+ * up goes at once: requests that arrive together share round trips and commands, instead of
+ * one each. No admission waits longer than that turn. One batch per Redis client, shared by
  * every limiter on it.
  */
 class AdmitBatch {
