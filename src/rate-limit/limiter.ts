@@ -276,6 +276,8 @@ export class TierRateLimiter {
   readonly #extra = new Map<string, Budget>();
   readonly #scaled = new Map<string, TierRateLimiter>();
   readonly #limits: Record<Tier, { day: number | null; minute: number }>;
+  /** The admission batch of the Redis client (shared with every limiter on it); null without Redis. */
+  readonly #batch: AdmitBatch | null = null;
 
   constructor(
     private readonly redis: Redis | null,
@@ -292,7 +294,15 @@ export class TierRateLimiter {
       this.#pairs.set(tier, { minute: minute.limiter, day: day?.limiter ?? null });
       this.#counters.set(tier, { minute: minute.counter, day: day?.counter ?? null });
     }
-    if (redis && !('mktAdmit' in redis)) redis.defineCommand('mktAdmit', { lua: ADMIT_LUA });
+    if (redis) {
+      if (!('mktAdmit' in redis)) redis.defineCommand('mktAdmit', { lua: ADMIT_LUA });
+      let batch = batches.get(redis);
+      if (!batch) {
+        batch = new AdmitBatch(redis as AdmitRedis);
+        batches.set(redis, batch);
+      }
+      this.#batch = batch;
+    }
   }
 
   /**
@@ -366,8 +376,8 @@ export class TierRateLimiter {
   }
 
   /** Whether Redis is the store now (configured and ready); otherwise the memory limiters count. */
-  #redisReady(): AdmitRedis | null {
-    return this.redis && this.redis.status === 'ready' ? (this.redis as AdmitRedis) : null;
+  #redisReady(): boolean {
+    return this.redis !== null && this.redis.status === 'ready';
   }
 
   /**
@@ -463,8 +473,7 @@ export class TierRateLimiter {
     failedAuth?: { budget: Budget; subject: string },
     guard?: { keyId: string; epoch: string },
   ): { verdict: Verdict; counts: Used[] } | Promise<{ verdict: Verdict; counts: Used[] }> {
-    const redis = this.#redisReady();
-    if (!redis) return runInMemory(windows, failedAuth);
+    if (!this.#batch || !this.#redisReady()) return runInMemory(windows, failedAuth);
     const fa = failedAuth?.budget.counter;
     const keys = [
       fa ? `${fa.keyPrefix}:${failedAuth!.subject}` : `${EPOCH_KEY}:none`,
@@ -474,12 +483,7 @@ export class TierRateLimiter {
     ];
     const args = [String(fa ? fa.points : 0), guard ? '1' : '0', guard?.epoch ?? '', String(windows.length)];
     for (const w of windows) args.push(String(w.counter.points), String(w.counter.durationSec));
-    let batch = batches.get(redis);
-    if (!batch) {
-      batch = new AdmitBatch(redis);
-      batches.set(redis, batch);
-    }
-    return batch.add(keys, args).then(
+    return this.#batch.add(keys, args).then(
       (out) => fromScript(out, windows),
       // Redis failed or stalled (command timeout): count in memory, as the insurance limiters do.
       () => runInMemory(windows, failedAuth),
