@@ -17,6 +17,7 @@ import type {
   FactorName,
   FearGreedPoint,
   FundingPoint,
+  LevelRule,
   MissingFactor,
   RegimeResult,
   SignalLevel,
@@ -604,6 +605,73 @@ function buildMissing(l: LazyFactors, sc: SeriesContext, applicable: readonly Fa
 }
 
 /** Replaces a lazy accessor by a plain enumerable data property holding `value`; returns `value`. */
+/** The score interval of a level under `bands`, for explanations ("above 0.3", "from -0.3 to 0.3"). */
+function bandText(l: SignalLevel, b: SignalModel['bands']): string {
+  switch (l) {
+    case 'strong_buy':
+      return `above ${b.strong}`;
+    case 'buy':
+      return `above ${b.buy}`;
+    case 'neutral':
+      return `from ${-b.buy} to ${b.buy}`;
+    case 'sell':
+      return `below ${-b.buy}`;
+    case 'strong_sell':
+      return `below ${-b.strong}`;
+  }
+}
+
+/**
+ * Why a day's reported level is what it is (`SignalResult.level_rule`): the score's band, and
+ * the one rule that moved the level from it, in this order of precedence: the volatility gate
+ * holding a buy at neutral, a change waiting for confirmation, hysteresis keeping the level.
+ * `s.pending` is the change still unconfirmed after this day (level and consecutive days).
+ */
+export function levelRule(
+  model: SignalModel,
+  s: {
+    score: number;
+    level: SignalLevel;
+    held: boolean;
+    gateClosed: boolean;
+    gateRatio: number | null;
+    pending: { signal: SignalLevel; days: number } | null;
+  },
+): LevelRule {
+  const b = model.bands;
+  const scoreLevel = signalLevel(s.score, b);
+  const g = model.volGate ?? null;
+  const gate = g
+    ? {
+        open: !s.gateClosed,
+        downside_ratio: s.gateRatio === null ? null : round(s.gateRatio, 4),
+        max: g.max,
+        short_days: g.shortDays,
+        long_days: g.longDays,
+      }
+    : null;
+  const pending = s.pending ? { ...s.pending, needed: model.confirmDays } : null;
+  const said = `Score ${s.score} is in the ${scoreLevel} band (${bandText(scoreLevel, b)})`;
+  let reason: LevelRule['reason'];
+  let explanation: string;
+  if (s.level === scoreLevel) {
+    reason = 'band';
+    explanation = `${said}.`;
+  } else if (s.held && gate && LEVEL_RANK[s.level] <= 0) {
+    reason = 'volatility_gate';
+    explanation =
+      `${said}, but buys are held at neutral while the ${gate.short_days}-day downside semideviation of daily returns is ` +
+      `${gate.downside_ratio}x the ${gate.long_days}-day one (the gate closes above ${gate.max}x).`;
+  } else if (pending && pending.signal === scoreLevel) {
+    reason = 'confirmation';
+    explanation = `${said}; ${s.level} is kept until ${pending.signal} has held for ${pending.needed} consecutive days (day ${pending.days} of ${pending.needed}).`;
+  } else {
+    reason = 'hysteresis';
+    explanation = `${said}; ${s.level} is kept until the score passes the band's edge by the margin of ${model.margin}.`;
+  }
+  return { score_level: scoreLevel, reason, bands: { buy: b.buy, strong: b.strong }, volatility_gate: gate, pending, explanation };
+}
+
 function settle<T>(target: object, key: string, value: T): T {
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
   return value;
@@ -720,6 +788,8 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
       volLo++;
     }
     let gateClosed = false;
+    /** Downside semideviation ratio short / long window, or null with too few returns (gate open). */
+    let gateRatio: number | null = null;
     if (gate) {
       if (r !== null && r !== undefined) {
         const d2 = down(i);
@@ -745,6 +815,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
       if (gate2.sN >= VOL_MIN_RETURNS && gate2.lN >= VOL_GATE_MIN_LONG_RETURNS && gate2.lD > 0) {
         // Semideviations sqrt(mean of squared negative returns); compare squares to avoid the roots.
         gateClosed = gate2.sD / gate2.sN > gate.max * gate.max * (gate2.lD / gate2.lN) * (1 + 1e-12);
+        gateRatio = Math.sqrt(gate2.sD / gate2.sN / (gate2.lD / gate2.lN));
       }
     }
     while (fg + 1 < fgDn.length && fgDn[fg + 1]! <= today) fg++;
@@ -820,7 +891,8 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     // Level: hysteresis around the bands, then confirmation over consecutive days.
     const current: SignalLevel = level ?? signalLevel(score, model.bands);
     let proposed: SignalLevel = levelWithHysteresis(score, current, model);
-    if (gateClosed && LEVEL_RANK[proposed] > 0) proposed = 'neutral';
+    const held = gateClosed && LEVEL_RANK[proposed] > 0;
+    if (held) proposed = 'neutral';
     level = current;
     if (proposed === current) {
       candidate = null;
@@ -841,6 +913,9 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
         run = 0;
       }
     }
+    // Snapshots for the lazy level_rule (level, candidate and run change on later days).
+    const reported = level;
+    const pending = candidate === null ? null : { signal: candidate, days: run };
     const result: SignalResult = {
       signal: level,
       score,
@@ -856,6 +931,12 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
       },
       set missing_factors(v: MissingFactor[]) {
         settle(this, 'missing_factors', v);
+      },
+      get level_rule(): LevelRule {
+        return settle(this, 'level_rule', levelRule(model, { score, level: reported, held, gateClosed, gateRatio, pending }));
+      },
+      set level_rule(v: LevelRule) {
+        settle(this, 'level_rule', v);
       },
       as_of: c.date,
     };

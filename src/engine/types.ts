@@ -85,7 +85,40 @@ export interface SignalResult {
   confidence: number;
   factors: Factor[];
   missing_factors: MissingFactor[];
+  /** Why the reported level is what it is, given the score (bands, hysteresis, confirmation, volatility gate). */
+  level_rule: LevelRule;
   as_of: string;
+}
+
+/** What decided a signal's level (src/engine/signal.ts; docs/methodology.md, "Signal model v3"). */
+export const LEVEL_REASONS = ['band', 'hysteresis', 'confirmation', 'volatility_gate'] as const;
+export type LevelReason = (typeof LEVEL_REASONS)[number];
+
+/**
+ * Why a signal reads the level it reads. The score's band alone gives `score_level`; the
+ * reported level can differ from it for one reason, `reason`:
+ * - `band`: it does not differ;
+ * - `hysteresis`: the score left the reported level's band by less than the model's margin, so the level is kept;
+ * - `confirmation`: a change of level waits for its confirmation days (`pending`);
+ * - `volatility_gate`: buys are held at neutral while the downside-volatility gate is closed (v3).
+ */
+export interface LevelRule {
+  /** The level of the score's band (the model's bands), before hysteresis, confirmation and the gate. */
+  score_level: SignalLevel;
+  reason: LevelReason;
+  /** The model's bands: |score| above `buy` is buy/sell, above `strong` strong_buy/strong_sell. */
+  bands: { buy: number; strong: number };
+  /**
+   * The downside-volatility gate on buys (model v3), null when the model has none: `open`
+   * false holds buys at neutral; `downside_ratio` = downside semideviation of daily returns over
+   * the last `short_days` / the same over the last `long_days` (null with too few returns: the
+   * gate is then open); the gate closes above `max`.
+   */
+  volatility_gate: { open: boolean; downside_ratio: number | null; max: number; short_days: number; long_days: number } | null;
+  /** A change of level waiting for confirmation: the level, the consecutive days seen so far and the days needed; null when none. */
+  pending: { signal: SignalLevel; days: number; needed: number } | null;
+  /** One sentence saying the above for a reader. */
+  explanation: string;
 }
 
 /** RSI-14 zones: below 30 oversold, above 70 overbought (Wilder). */

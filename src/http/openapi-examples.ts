@@ -26,6 +26,23 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         since: '2025-08-01',
         as_of: '2025-09-30',
         model_version: 'signals-v3',
+        level_rule: {
+          score_level: 'neutral',
+          reason: 'band',
+          bands: {
+            buy: 0.3,
+            strong: 0.55,
+          },
+          volatility_gate: {
+            open: true,
+            downside_ratio: 0.7342,
+            max: 1,
+            short_days: 90,
+            long_days: 365,
+          },
+          pending: null,
+          explanation: 'Score 0.1539 is in the neutral band (from -0.3 to 0.3).',
+        },
         stale: false,
         stale_reason: null,
       },
@@ -45,6 +62,23 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     since: '2025-08-01',
     as_of: '2025-09-30',
     model_version: 'signals-v3',
+    level_rule: {
+      score_level: 'neutral',
+      reason: 'band',
+      bands: {
+        buy: 0.3,
+        strong: 0.55,
+      },
+      volatility_gate: {
+        open: true,
+        downside_ratio: 0.7342,
+        max: 1,
+        short_days: 90,
+        long_days: 365,
+      },
+      pending: null,
+      explanation: 'Score 0.1539 is in the neutral band (from -0.3 to 0.3).',
+    },
     stale: false,
     stale_reason: null,
     factors: [
@@ -110,6 +144,23 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         since: '2025-08-01',
         as_of: '2025-09-30',
         model_version: 'signals-v3',
+        level_rule: {
+          score_level: 'neutral',
+          reason: 'band',
+          bands: {
+            buy: 0.3,
+            strong: 0.55,
+          },
+          volatility_gate: {
+            open: true,
+            downside_ratio: 0.7342,
+            max: 1,
+            short_days: 90,
+            long_days: 365,
+          },
+          pending: null,
+          explanation: 'Score 0.1539 is in the neutral band (from -0.3 to 0.3).',
+        },
         stale: false,
         stale_reason: null,
       },
@@ -456,9 +507,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: '49d1d02b-c713-47cf-91f4-761f53159203',
-    key: 'svc_live_XiMxQNFETLTgal1TNJRsekBK8EAQqc1Q4RkCf5',
-    prefix: 'svc_live_XiMx',
+    id: 'c09c4a09-d8da-4ec7-9d66-94d97f0a0f79',
+    key: 'svc_live_j3ZGfJVvvZc7YCSp7JW5aRbP6KhiEFj01nDFSL',
+    prefix: 'svc_live_j3ZG',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -466,8 +517,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '49d1d02b-c713-47cf-91f4-761f53159203',
-        prefix: 'svc_live_XiMx',
+        id: 'c09c4a09-d8da-4ec7-9d66-94d97f0a0f79',
+        prefix: 'svc_live_j3ZG',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -482,7 +533,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: '732a7cb3-e776-4851-9495-280d43deafa4',
+    id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -507,7 +558,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '732a7cb3-e776-4851-9495-280d43deafa4',
+        id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -532,7 +583,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: '732a7cb3-e776-4851-9495-280d43deafa4',
+    id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -555,7 +606,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '732a7cb3-e776-4851-9495-280d43deafa4',
+    thesis_id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 77.5,
@@ -588,11 +639,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: '732a7cb3-e776-4851-9495-280d43deafa4',
+    id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
     deleted: true,
   },
   revokeKey: {
-    id: '49d1d02b-c713-47cf-91f4-761f53159203',
+    id: 'c09c4a09-d8da-4ec7-9d66-94d97f0a0f79',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -664,7 +715,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=58664',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=17102',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

@@ -325,6 +325,7 @@ export class MarketService {
       since,
       as_of: last.as_of,
       model_version: CURRENT_MODEL.version,
+      level_rule: last.level_rule,
       ...staleness(this.#assetInputs(a), ref),
     };
     if (includeFactors) {

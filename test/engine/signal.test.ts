@@ -5,6 +5,7 @@ import { computeRegimeSeries, regimeAt } from '../../src/engine/regime.ts';
 import {
   computeSignalSeries,
   CURRENT_MODEL,
+  levelRule,
   levelWithHysteresis,
   MODEL_V1,
   lowersConviction,
@@ -113,6 +114,19 @@ describe('computeSignalSeries', () => {
     // both enter on day 7 (third day in the band); v3 leaves on day 9 (first day back at 0), v2 on day 11
     assert.deepEqual(v3, [...n(7), 'sell', 'sell', ...n(3)]);
     assert.deepEqual(v2, [...n(7), 'sell', 'sell', 'sell', 'sell', 'neutral']);
+    // level_rule says why: days 5 and 6 wait for confirmation, v2's days 9 and 10 likewise on the way out.
+    const r3 = computeSignalSeries(input, MODEL_V3).map((s) => s.level_rule);
+    const r2 = computeSignalSeries(input, MODEL_V2).map((s) => s.level_rule);
+    assert.deepEqual(
+      r3.map((r) => r.reason),
+      [...Array<string>(5).fill('band'), 'confirmation', 'confirmation', 'band', 'band', 'band', 'band', 'band'],
+    );
+    assert.deepEqual(r3[6]!.pending, { signal: 'sell', days: 2, needed: 3 });
+    assert.equal(r3[6]!.score_level, 'sell');
+    assert.match(r3[6]!.explanation, /neutral is kept until sell has held for 3 consecutive days \(day 2 of 3\)/);
+    assert.deepEqual(r2[10]!.pending, { signal: 'neutral', days: 2, needed: 3 });
+    assert.equal(r2[10]!.reason, 'confirmation');
+    assert.equal(r3[0]!.pending, null);
     assert.ok(lowersConviction('strong_buy', 'buy') && lowersConviction('buy', 'sell') && lowersConviction('sell', 'neutral'));
     assert.ok(!lowersConviction('neutral', 'buy') && !lowersConviction('buy', 'strong_buy') && !lowersConviction('sell', 'strong_sell'));
   });
@@ -136,6 +150,18 @@ describe('computeSignalSeries', () => {
     // Day 399: the last 70 days swing 5 %: recent downside risk is above the year's, no buy.
     assert.ok(['buy', 'strong_buy'].includes(open[399]!.signal));
     assert.equal(gated[399]!.signal, 'neutral');
+    // The API says why: the score's band is a buy, the gate holds it at neutral, with the ratio.
+    const rule = gated[399]!.level_rule;
+    assert.equal(rule.reason, 'volatility_gate');
+    assert.ok(['buy', 'strong_buy'].includes(rule.score_level));
+    assert.equal(rule.volatility_gate!.open, false);
+    assert.ok(rule.volatility_gate!.downside_ratio! > 1, `ratio ${rule.volatility_gate!.downside_ratio}`);
+    assert.match(rule.explanation, /held at neutral while the 90-day downside semideviation/);
+    assert.equal(gated[300]!.level_rule.volatility_gate!.open, true);
+    assert.ok(gated[300]!.level_rule.volatility_gate!.downside_ratio! <= 1);
+    assert.equal(gated[200]!.level_rule.volatility_gate!.downside_ratio, null, 'too few returns in the year: no ratio, gate open');
+    assert.equal(gated[200]!.level_rule.volatility_gate!.open, true);
+    assert.equal(open[399]!.level_rule.volatility_gate, null, 'a model without the gate reports none');
     // With fewer than 240 returns in the year the gate is open (missing data never blocks).
     assert.ok(['buy', 'strong_buy'].includes(gated[250]!.signal));
   });
@@ -279,6 +305,7 @@ describe('computeSignalSeries', () => {
 
   it('on real data, every day: contributions sum to the score, weights to 1, levels and ranges hold', () => {
     const seen = new Set<string>();
+    const reasons = new Set<string>();
     for (const a of realSeries()) {
       assert.equal(a.series.length, a.candles.length);
       for (const [i, s] of a.series.entries()) {
@@ -293,6 +320,13 @@ describe('computeSignalSeries', () => {
         const band = signalLevel(s.score, CURRENT_MODEL.bands);
         if (prev !== s.signal)
           assert.ok(s.signal === band || (s.signal === 'neutral' && (band === 'buy' || band === 'strong_buy')), `${a.asset} ${s.as_of}`);
+        // level_rule: 'band' exactly when the level is the score's band; otherwise one rule says why.
+        const rule = s.level_rule;
+        assert.equal(rule.score_level, band);
+        assert.equal(rule.reason === 'band', s.signal === band, `${a.asset} ${s.as_of}: ${rule.reason}`);
+        if (rule.reason === 'volatility_gate') assert.ok(s.signal === 'neutral' && rule.volatility_gate!.open === false);
+        if (rule.reason === 'confirmation') assert.equal(rule.pending!.signal, band);
+        reasons.add(rule.reason);
         assert.ok(s.score >= -1 && s.score <= 1);
         assert.ok(s.confidence >= 0 && s.confidence <= 1);
         for (const f of s.factors) {
@@ -307,6 +341,7 @@ describe('computeSignalSeries', () => {
       if (!a.funding) assert.ok(last.missing_factors.some((m) => m.name === 'funding_rate'));
     }
     assert.deepEqual([...seen].sort(), [...SIGNAL_LEVELS].sort(), 'all five levels occur, strong_sell included');
+    assert.deepEqual([...reasons].sort(), ['band', 'confirmation', 'hysteresis', 'volatility_gate'], 'every rule decides some day');
   });
 });
 
@@ -318,6 +353,7 @@ describe('signalChanges', () => {
       confidence: 0.5,
       factors: [],
       missing_factors: [],
+      level_rule: levelRule(MODEL_V1, { score, level: signalLevel(score), held: false, gateClosed: false, gateRatio: null, pending: null }),
       as_of: date,
     });
     const series = [mk(day(0), 0), mk(day(1), 0.05), mk(day(2), 0.2), mk(day(3), 0.3), mk(day(4), -0.2)];

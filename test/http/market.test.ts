@@ -86,6 +86,32 @@ describe('signals', { skip: SKIP }, () => {
         assert.equal(r.headers['x-request-id'], env.meta.request_id);
       });
 
+      test('level_rule says why each level reads as it does; on 2025-05-27 the volatility gate holds BTC at neutral', async () => {
+        const r = await get('/api/v1/signals');
+        const env = okEnvelope(SignalsDataSchema).parse(r.body);
+        for (const s of env.data.signals) {
+          // On the bundled as-of day every asset is neutral and its score in the neutral band.
+          assert.equal(s.level_rule.score_level, s.signal, s.asset);
+          assert.equal(s.level_rule.reason, 'band', s.asset);
+          assert.equal(s.level_rule.volatility_gate?.open, true, s.asset);
+          assert.match(s.level_rule.explanation, new RegExp(`^Score ${s.score} is in the neutral band`));
+        }
+        // A day the gate was closed for BTC (from the bundled data): the score says buy, the signal neutral.
+        const past = await startHarness({ config: { AS_OF: '2025-05-27' } });
+        try {
+          const one = await past.request('GET', '/api/v1/signals/bitcoin');
+          const btc = okEnvelope(SignalEntrySchema).parse(one.body).data;
+          assert.equal(btc.signal, 'neutral');
+          assert.equal(btc.level_rule.score_level, 'buy');
+          assert.equal(btc.level_rule.reason, 'volatility_gate');
+          assert.equal(btc.level_rule.volatility_gate!.open, false);
+          assert.ok(btc.level_rule.volatility_gate!.downside_ratio! > btc.level_rule.volatility_gate!.max);
+          assert.match(btc.level_rule.explanation, /buys are held at neutral while the 90-day downside semideviation/);
+        } finally {
+          await past.stop();
+        }
+      });
+
       test('include_factors=true adds factors whose contributions sum to the score', async () => {
         const r = await get('/api/v1/signals?include_factors=true');
         const env = okEnvelope(SignalsDataSchema).parse(r.body);

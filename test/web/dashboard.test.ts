@@ -176,6 +176,12 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
       async (r) => ((await r.json()) as { data: { score: number } }).data.score,
     );
     assert.ok(Math.abs(sum - score) < 1e-3, `sum ${sum} vs score ${score}`);
+    // Why the level reads as it does: the API's level_rule explanation, shown as given.
+    const why = await fetch(`${base}/app/data/signals/bitcoin`).then(
+      async (r) => ((await r.json()) as { data: { level_rule: { explanation: string } } }).data.level_rule.explanation,
+    );
+    assert.match(why, /^Score -?[\d.]+ is in the /);
+    assert.equal(await page.textContent('.why-level'), why);
     // Signed in on the free tier: the signal history explains the tier it needs.
     await page.waitForSelector('#history-tier');
     assert.match((await page.textContent('#history-tier')) ?? '', /pro or api tier/);

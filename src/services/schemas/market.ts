@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { CHAIN_STATUSES, FACTOR_NAMES, FUNDING_STATES, MOMENTUM_STATES, RSI_STATES, SERIES_KINDS } from '../../engine/types.ts';
+import {
+  CHAIN_STATUSES,
+  FACTOR_NAMES,
+  FUNDING_STATES,
+  LEVEL_REASONS,
+  MOMENTUM_STATES,
+  RSI_STATES,
+  SERIES_KINDS,
+} from '../../engine/types.ts';
 import { ChainId, Day, RegimeLevel, SignalLevel } from './common.ts';
 
 /**
@@ -34,6 +42,44 @@ const Stale = {
   stale_reason: z.string().nullable().describe('Which inputs are stale and since when; null when fresh'),
 };
 
+/**
+ * Why a signal reads its level (engine `LevelRule`; docs/methodology.md, "Why a level": the
+ * score's band, then hysteresis, confirmation and the v3 downside-volatility gate on buys).
+ */
+export const LevelRuleSchema = z
+  .object({
+    score_level: SignalLevel.describe("The level of the score's band alone, before hysteresis, confirmation and the gate"),
+    reason: z
+      .enum(LEVEL_REASONS)
+      .describe(
+        "Why `signal` differs from `score_level`: 'band' (it does not), 'hysteresis' (the score left the band by less than the margin), 'confirmation' (a change waits for its consecutive days: `pending`), 'volatility_gate' (buys held at neutral while downside volatility is above its norm)",
+      ),
+    bands: z
+      .object({ buy: z.number(), strong: z.number() })
+      .describe('|score| above `buy` is buy/sell, above `strong` strong_buy/strong_sell'),
+    volatility_gate: z
+      .object({
+        open: z.boolean().describe('false: buy and strong_buy are held at neutral'),
+        downside_ratio: z
+          .number()
+          .nullable()
+          .describe(
+            'Downside semideviation of daily returns over short_days / over long_days; null with too few returns (the gate is then open)',
+          ),
+        max: z.number().describe('The gate closes when downside_ratio is above this'),
+        short_days: z.number().int(),
+        long_days: z.number().int(),
+      })
+      .nullable()
+      .describe('The downside-volatility gate on buys (model signals-v3); null for a model without it'),
+    pending: z
+      .object({ signal: SignalLevel, days: z.number().int().min(1), needed: z.number().int().min(1) })
+      .nullable()
+      .describe('A change of level waiting for confirmation: the level, consecutive days so far, days needed; null when none'),
+    explanation: z.string().describe('The same in one sentence'),
+  })
+  .describe('Why the signal reads this level given its score');
+
 /** One asset's signal (GET /signals/{asset}; entries of GET /signals). Prices USD, changes %. */
 export const SignalEntrySchema = z.object({
   asset: z.string().describe('Canonical (CoinGecko) asset id'),
@@ -49,6 +95,7 @@ export const SignalEntrySchema = z.object({
   as_of: Day.describe('Day of the newest data used'),
   ...Stale,
   model_version: z.string().describe("The signal model that produced this signal (e.g. 'signals-v2'; docs/methodology.md)"),
+  level_rule: LevelRuleSchema,
   factors: z.array(FactorSchema).optional().describe('With include_factors=true'),
   missing_factors: z.array(MissingFactorSchema).optional().describe('With include_factors=true: factors without data, not invented'),
 });

@@ -600,6 +600,8 @@ async function assetPage(asked) {
         h('dd', {}, pct(s.change_24h_pct), ' / ', pct(s.change_7d_pct)),
         h('dt', { text: 'Since' }),
         h('dd', { text: s.since }),
+        // Why this level given the score (bands, hysteresis, confirmation, the volatility gate): data.level_rule.
+        ...(s.level_rule ? [h('dt', { text: 'Why this level' }), h('dd', { class: 'why-level', text: s.level_rule.explanation })] : []),
         h('dt', { text: 'Data as of' }),
         h('dd', {}, freshness(s.as_of, asOf, s)),
       ),
