@@ -241,44 +241,74 @@ export class MarketRepo {
     }));
   }
 
-  /** Reads everything stored, each series ascending by date. */
+  /**
+   * Reads everything stored, each series ascending by date.
+   *
+   * Each table comes back as one JSON array per series (`json_agg`, parsed by JSON.parse)
+   * instead of one protocol row per day: on PGlite, whose result rows are decoded in
+   * JavaScript, the rows of the bundled dataset took 525-833 ms and the arrays 150-224 ms
+   * (warm start, docs/benchmarks.md "Start-up"). Values are exact: PostgreSQL writes a double
+   * in JSON with the shortest text that reads back as the same double (float8 output since
+   * PostgreSQL 12); test/store/market-store.test.ts compares every value read back with the
+   * bundled CSV files, on PGlite and on PostgreSQL.
+   */
   async loadAll(): Promise<StoredMarket> {
+    const arrays = async (query: ReturnType<typeof sql>): Promise<{ k: string; m?: string; j: string }[]> => {
+      const res = (await this.db.execute(query)) as unknown as { rows: { k: string; m?: string; j: string }[] };
+      return res.rows;
+    };
+    const parse = <T>(j: string): T => JSON.parse(j) as T;
     const [candleRows, fgRows, fundingRows, metricRows, series] = [
-      await this.db.select().from(marketCandles).orderBy(asc(marketCandles.asset), asc(marketCandles.date)),
-      await this.db.select().from(marketFearGreed).orderBy(asc(marketFearGreed.date)),
-      await this.db.select().from(marketFunding).orderBy(asc(marketFunding.asset), asc(marketFunding.date)),
-      await this.db
-        .select()
-        .from(marketChainMetrics)
-        .orderBy(asc(marketChainMetrics.chain), asc(marketChainMetrics.metric), asc(marketChainMetrics.date)),
+      await arrays(sql`select asset as k, json_agg(json_build_array(date, open, high, low, close, volume, source) order by date)::text as j
+        from ${marketCandles} group by asset order by asset`),
+      await arrays(sql`select 'fear_greed' as k, json_agg(json_build_array(date, value, classification, source) order by date)::text as j
+        from ${marketFearGreed} having count(*) > 0`),
+      await arrays(sql`select asset as k, json_agg(json_build_array(date, rate, interval_hours, prints, source) order by date)::text as j
+        from ${marketFunding} group by asset order by asset`),
+      await arrays(sql`select chain as k, metric as m, json_agg(json_build_array(date, value, source) order by date)::text as j
+        from ${marketChainMetrics} group by chain, metric order by chain, metric`),
       await this.seriesStates(),
     ];
+    type CandleTuple = [string, number, number, number, number, number | null, string];
     const candles = new Map<string, StoredCandle[]>();
-    for (const r of candleRows) {
-      let l = candles.get(r.asset);
-      if (!l) candles.set(r.asset, (l = []));
-      l.push({ date: r.date, open: r.open, high: r.high, low: r.low, close: r.close, volume: r.volume, source: r.source });
-    }
+    for (const r of candleRows)
+      candles.set(
+        r.k,
+        parse<CandleTuple[]>(r.j).map(([date, open, high, low, close, volume, source]) => ({
+          date,
+          open,
+          high,
+          low,
+          close,
+          volume,
+          source,
+        })),
+      );
+    type FundingTuple = [string, number, number | null, number | null, string];
     const funding = new Map<string, StoredFunding[]>();
-    for (const r of fundingRows) {
-      let l = funding.get(r.asset);
-      if (!l) funding.set(r.asset, (l = []));
-      l.push({ date: r.date, rate: r.rate, interval_hours: r.intervalHours, prints: r.prints, source: r.source });
-    }
+    for (const r of fundingRows)
+      funding.set(
+        r.k,
+        parse<FundingTuple[]>(r.j).map(([date, rate, interval_hours, prints, source]) => ({ date, rate, interval_hours, prints, source })),
+      );
     const metrics = new Map<ChainId, Map<string, StoredMetric[]>>();
     for (const r of metricRows) {
-      let m = metrics.get(r.chain as ChainId);
-      if (!m) metrics.set(r.chain as ChainId, (m = new Map()));
-      let l = m.get(r.metric);
-      if (!l) m.set(r.metric, (l = []));
-      l.push({ date: r.date, value: r.value, source: r.source });
+      const chain = r.k as ChainId;
+      let m = metrics.get(chain);
+      if (!m) metrics.set(chain, (m = new Map()));
+      m.set(
+        r.m!,
+        parse<[string, number, string][]>(r.j).map(([date, value, source]) => ({ date, value, source })),
+      );
     }
-    return {
-      candles,
-      fearGreed: fgRows.map((r) => ({ date: r.date, value: r.value, classification: r.classification, source: r.source })),
-      funding,
-      metrics,
-      series,
-    };
+    const fearGreed = fgRows[0]
+      ? parse<[string, number, string, string][]>(fgRows[0].j).map(([date, value, classification, source]) => ({
+          date,
+          value,
+          classification,
+          source,
+        }))
+      : [];
+    return { candles, fearGreed, funding, metrics, series };
   }
 }
