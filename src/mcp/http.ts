@@ -1,12 +1,28 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { loggableError, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { PUBLIC_UNMETERED, refusalHeaders, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
-import { createMcpServer } from './server.ts';
+
+/**
+ * The MCP SDK's Streamable HTTP transport and our MCP server (./server.ts), loaded on the first
+ * /mcp request instead of at start-up: the SDK with its schema libraries is about 250 ms of
+ * module loading that the REST service and /readyz do not need (issue #13, "heavy modules
+ * loaded when first needed"; docs/benchmarks.md, "Start-up"). The first MCP request pays it
+ * once. Rejects only if the modules cannot be loaded (a broken install).
+ */
+export function loadMcpModules(): Promise<{
+  Transport: typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js').WebStandardStreamableHTTPServerTransport;
+  createMcpServer: typeof import('./server.ts').createMcpServer;
+}> {
+  mcpModules ??= Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('./server.ts')]).then(
+    ([t, s]) => ({ Transport: t.WebStandardStreamableHTTPServerTransport, createMcpServer: s.createMcpServer }),
+  );
+  return mcpModules;
+}
+let mcpModules: ReturnType<typeof loadMcpModules> | undefined;
 
 /** Host names always accepted in `Host`/`Origin` by /mcp (loopback). */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
@@ -69,7 +85,8 @@ export async function handleMcpRequest(
   reply: FastifyReply,
   extraHeaders: () => Promise<Record<string, string>>,
 ): Promise<FastifyReply> {
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const { Transport } = await loadMcpModules();
+  const transport = new Transport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {
     const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, {
@@ -176,6 +193,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       }
     }
     let decision: LimitDecision | undefined;
+    const { createMcpServer } = await loadMcpModules();
     const server = createMcpServer({
       services: deps.services,
       access: deps.access,

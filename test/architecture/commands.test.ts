@@ -9,6 +9,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ROOT_DIR } from '../../src/config.ts';
 import { openDatabase } from '../../src/store/db.ts';
 import { UserRepo } from '../../src/store/user-repo.ts';
+import { freePort } from '../helpers/faults.ts';
 
 /**
  * `mcp --stdio`, `backfill` and `users set-tier` are built on createCore only: they never load
@@ -85,6 +86,52 @@ test('users set-tier runs without loading Fastify, the identity provider or the 
   const again = await openDatabase({ pgliteDir });
   assert.equal(await new UserRepo(again.db).userTier('user-1'), 'pro');
   await again.close();
+});
+
+test('serve answers REST without the MCP SDK: it is loaded on the first /mcp request', async () => {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve'], {
+    cwd: ROOT_DIR,
+    env: {
+      PATH: process.env.PATH ?? '',
+      LOG_LEVEL: 'info',
+      PGLITE_DIR: 'memory://',
+      PORT: String(port),
+      AUTH_SECRET: 'commands-test-secret-0123456789abcdef',
+      FORBID_MODULES: '@modelcontextprotocol/sdk',
+    },
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const ok = await fetch(`${base}/readyz`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+      if (ok) break;
+      assert.ok(Date.now() < deadline && child.exitCode === null, `serve did not become ready: ${out.slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const rest = await fetch(`${base}/api/v1/signals`);
+    assert.equal(rest.status, 200);
+    assert.doesNotMatch(out, /FORBIDDEN MODULE/, 'nothing asked for the MCP SDK before the first /mcp request');
+    // The first /mcp request imports the SDK: here the hook refuses it, so the request fails and says which import.
+    const mcp = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    assert.equal(mcp.status, 500);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.match(out, /FORBIDDEN MODULE @modelcontextprotocol\/sdk\/server\/webStandardStreamableHttp\.js/);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('close', r));
+  }
 });
 
 test('mcp --stdio serves tools without loading Fastify or the identity provider', async () => {
