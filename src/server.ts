@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { isIPv6 } from 'node:net';
 import { adminSocketPath, startAdminChannel } from './admin/channel.ts';
-import type { EmbeddedIdentity } from './auth/identity.ts';
+import { lazyIdentity, type LazyIdentity } from './auth/identity-lazy.ts';
 import { createJwtVerifier } from './auth/jwt.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
@@ -14,8 +14,8 @@ import { pingDatabase } from './store/db.ts';
 /** The HTTP service: the core, the embedded identity provider (when used) and the Fastify app (not listening yet). */
 export interface Service extends Core {
   app: FastifyInstance;
-  /** The embedded identity provider, or null with an external one (AUTH_ISSUER). */
-  identity: EmbeddedIdentity | null;
+  /** The embedded identity provider (created on first use or once listening), or null with an external one (AUTH_ISSUER). */
+  identity: LazyIdentity | null;
 }
 
 /** How long one /readyz check may take before it counts as failed, ms (README, "Dependencies and timeouts"). */
@@ -62,20 +62,26 @@ export async function createService(
   try {
     const host = isIPv6(config.HOST) ? `[${config.HOST}]` : config.HOST;
     const publicUrl = (opts.publicUrl ?? config.PUBLIC_URL ?? `http://${host}:${config.PORT}`).replace(/\/$/, '');
-    let identity: EmbeddedIdentity | null = null;
-    let t = performance.now();
+    let identity: LazyIdentity | null = null;
+    const t = performance.now();
     if (secret) {
-      const { createEmbeddedIdentity } = await import('./auth/identity.ts');
-      identity = await createEmbeddedIdentity({
-        db: core.database.db,
-        jobsDb: core.database.jobs,
-        baseUrl: publicUrl,
-        secret,
-        audience: config.AUTH_AUDIENCE,
-        log: core.log,
+      // Created on first use, or when the server listens (`warm` below): better-auth is not
+      // needed to become ready (src/auth/identity-lazy.ts).
+      identity = lazyIdentity({ baseUrl: publicUrl, audience: config.AUTH_AUDIENCE, log: core.log }, async () => {
+        const t0 = performance.now();
+        const { createEmbeddedIdentity } = await import('./auth/identity.ts');
+        const real = await createEmbeddedIdentity({
+          db: core.database.db,
+          jobsDb: core.database.jobs,
+          baseUrl: publicUrl,
+          secret,
+          audience: config.AUTH_AUDIENCE,
+          log: core.log,
+        });
+        logPhase(core.log, 'identity', 'embedded identity provider ready', t0, { issuer: real.issuer });
+        return real;
       });
       core.access.useJwtVerifier(createJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }));
-      t = logPhase(core.log, 'identity', 'embedded identity provider ready', t, { issuer: identity.issuer });
     }
     const http = await buildHttpApp(
       {
@@ -109,6 +115,16 @@ export async function createService(
       mcpUrl: `${publicUrl}/mcp`,
     });
     logPhase(core.log, 'http', 'HTTP app built (REST, OpenAPI, /docs, /mcp, dashboard)', t);
+    // Once listening, the identity provider is created in the background (logged as phase
+    // 'identity'), so the first sign-in does not wait for it; stop() waits for it to finish.
+    let warming: Promise<void> | null = null;
+    if (identity) {
+      const idp = identity;
+      http.addHook('onListen', (done) => {
+        warming = idp.warm();
+        done();
+      });
+    }
     // On PGlite this process holds the database alone: operator commands (users set-tier) reach it here.
     if (core.database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')) {
       const socket = adminSocketPath(config.PGLITE_DIR);
@@ -133,6 +149,7 @@ export async function createService(
       identity,
       async stop() {
         await close?.().catch(() => {});
+        await warming;
         await http.close();
         await core.stop();
       },

@@ -10,51 +10,16 @@ import { eq, sql } from 'drizzle-orm';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
 import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors.ts';
+export { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
 import { betterAuthStorages, ContextGate } from './context-gate.ts';
+import { AUTH_BASE_PATH, CLIENT_IP_HEADER, discoveryDocument, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 import { passwordProblem } from './password-policy.ts';
 import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase, trackingStorage } from './session-store.ts';
 
-/** Where better-auth's endpoints are mounted (`/auth/sign-in/email`, `/auth/token`, `/auth/jwks`, ...). */
-export const AUTH_BASE_PATH = '/auth';
-
-/** Signature algorithm of the JWTs the embedded identity provider issues (in the verifier's allow-list, see jwt.ts). */
-export const IDP_JWT_ALG = 'ES256';
-
 /** Lifetime of an issued JWT. */
 export const IDP_JWT_TTL = '15m';
-
-/**
- * Header carrying the client address (the HTTP edge's client IP, which honours TRUST_PROXY)
- * to better-auth, for its per-IP rate limits and the session's `ip_address`. The HTTP edge
- * drops any value a client sends under this name first, so it cannot be spoofed.
- */
-export const CLIENT_IP_HEADER = 'x-identity-client-ip';
-
-/**
- * The embedded identity provider, framework-free: a web-standard `handler` for the requests
- * under AUTH_BASE_PATH (the HTTP edge mounts it, see src/http/identity.ts), the OpenID
- * discovery document, and what the verifier of its JWTs needs (jwt.ts).
- */
-export interface EmbeddedIdentity {
-  /** `iss` of every JWT, equal to the `issuer` of the discovery document: the service's public URL. */
-  issuer: string;
-  /** `aud` of every JWT. */
-  audience: string;
-  /** The public origin requests are addressed to (never the client's Host header). */
-  origin: string;
-  /** The provider's public keys, read from the database in process (no HTTP round-trip). */
-  jwks: JWTVerifyGetKey;
-  /**
-   * Answers one request under AUTH_BASE_PATH (sign-up, sign-in, token, jwks, sign-out, ...).
-   * @throws ServiceError SERVICE_UNAVAILABLE when the database failed during the request,
-   *   INTERNAL_ERROR on any other unexpected error (the HTTP edge answers the error envelope).
-   */
-  handler(request: Request): Promise<Response>;
-  /** `GET /.well-known/openid-configuration` body (JSON). */
-  discovery: string;
-}
 
 /**
  * Builds the embedded identity provider (better-auth 1.7), for deployments without an
@@ -94,7 +59,8 @@ export interface EmbeddedIdentity {
  * (whatever NODE_ENV), in memory per instance, per client IP (`req.ip`: behind a proxy, set
  * TRUST_PROXY): 3 requests per 10 s on sign-in / sign-up, 100 per 10 s elsewhere under /auth.
  *
- * At start, signing keys that `secret` cannot decrypt (the secret changed, e.g. a generated
+ * When it is created (src/server.ts: once the service listens, or on first use; see
+ * identity-lazy.ts), signing keys that `secret` cannot decrypt (the secret changed, e.g. a generated
  * one with PostgreSQL) are retired: set to expire now, so a new key is created on the next
  * token, while the old public key stays published for better-auth's grace period (30 days)
  * and earlier tokens still verify. Instances sharing a database must share the secret.
@@ -205,14 +171,7 @@ export async function createEmbeddedIdentity(opts: {
     await startup.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
   });
 
-  const discovery = JSON.stringify({
-    issuer,
-    jwks_uri: `${baseUrl}${AUTH_BASE_PATH}/jwks`,
-    id_token_signing_alg_values_supported: [IDP_JWT_ALG],
-    subject_types_supported: ['public'],
-    claims_supported: ['iss', 'aud', 'sub', 'email', 'iat', 'exp'],
-    service_documentation: `${baseUrl}/signin`,
-  });
+  const discovery = discoveryDocument(baseUrl);
 
   const jwks = localJwks(() => gate.run(async () => (await auth.api.getJwks()) as JSONWebKeySet));
   const handler = async (request: Request): Promise<Response> => {

@@ -20,7 +20,10 @@ export class IdentityProviderUnavailableError extends AuthError {
 function isUnreachable(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;
   return (
-    code === 'ERR_JWKS_TIMEOUT' || (e instanceof TypeError && /fetch failed/i.test(e.message)) || (e as Error)?.name === 'TimeoutError'
+    code === 'ERR_JWKS_TIMEOUT' ||
+    (e instanceof TypeError && /fetch failed/i.test(e.message)) ||
+    (e as Error)?.name === 'TimeoutError' ||
+    e instanceof IdentityProviderUnavailableError
   );
 }
 

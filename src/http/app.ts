@@ -7,7 +7,7 @@ import fastifySwaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
-import type { EmbeddedIdentity } from '../auth/identity.ts';
+import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
 import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
 import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';

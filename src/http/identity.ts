@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fromNodeHeaders } from 'better-auth/node';
-import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth/identity.ts';
+import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import { unexpectedError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { sendError } from './envelope.ts';

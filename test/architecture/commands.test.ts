@@ -88,7 +88,7 @@ test('users set-tier runs without loading Fastify, the identity provider or the 
   await again.close();
 });
 
-test('serve answers REST without the MCP SDK: it is loaded on the first /mcp request', async () => {
+test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded by the first /mcp request, the identity provider after listening', async () => {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve'], {
     cwd: ROOT_DIR,
@@ -98,7 +98,8 @@ test('serve answers REST without the MCP SDK: it is loaded on the first /mcp req
       PGLITE_DIR: 'memory://',
       PORT: String(port),
       AUTH_SECRET: 'commands-test-secret-0123456789abcdef',
-      FORBID_MODULES: '@modelcontextprotocol/sdk',
+      // better-auth/plugins: imported only by src/auth/identity.ts (the provider itself).
+      FORBID_MODULES: '@modelcontextprotocol/sdk,better-auth/plugins',
     },
   });
   let out = '';
@@ -118,7 +119,21 @@ test('serve answers REST without the MCP SDK: it is loaded on the first /mcp req
     }
     const rest = await fetch(`${base}/api/v1/signals`);
     assert.equal(rest.status, 200);
-    assert.doesNotMatch(out, /FORBIDDEN MODULE/, 'nothing asked for the MCP SDK before the first /mcp request');
+    assert.doesNotMatch(out, /FORBIDDEN MODULE @modelcontextprotocol/, 'nothing asked for the MCP SDK before the first /mcp request');
+    // The identity provider was asked for only once the service listened, and its failure leaves the service up:
+    // identity requests answer 503 in the envelope.
+    const listening = out.indexOf('start-up: listening');
+    assert.ok(listening > 0, out.slice(-2000));
+    const forbidden = out.indexOf('FORBIDDEN MODULE better-auth/plugins');
+    if (forbidden !== -1) assert.ok(forbidden > listening, 'better-auth is not loaded before the service listens');
+    const signUp = await fetch(`${base}/auth/sign-up/email`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: base },
+      body: JSON.stringify({ name: 'A', email: 'a@example.com', password: 'correct horse battery staple 42' }),
+    });
+    assert.equal(signUp.status, 503);
+    assert.equal(((await signUp.json()) as { error: { code: string } }).error.code, 'SERVICE_UNAVAILABLE');
+    assert.match(out, /identity provider could not be created/);
     // The first /mcp request imports the SDK: here the hook refuses it, so the request fails and says which import.
     const mcp = await fetch(`${base}/mcp`, {
       method: 'POST',
