@@ -137,6 +137,12 @@ export async function createCore(
     },
     `start-up: process up and modules loaded in ${Math.round(t)} ms; opening the database, then loading the dataset and computing every series`,
   );
+  // The bundled dataset's fingerprint is read while the database opens: after PGlite's open its
+  // file reads wait behind the WebAssembly compilation on the background threads (~250-400 ms
+  // on 2 cores; 30 ms before the open). docs/benchmarks.md, "Start-up".
+  const dataset = new DatasetProvider(config.DATA_DIR);
+  const fingerprint = dataset.fingerprint();
+  fingerprint.catch(() => {}); // awaited below; a failed open must not leave it unhandled
   const database = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     pgliteDir: config.PGLITE_DIR,
@@ -165,8 +171,10 @@ export async function createCore(
     const history = new HistoryRepo(database.db);
     // The bundled dataset seeds the market-data store (once per version of its files); the
     // engine then reads from the store, which the live ingest extends.
-    const dataset = new DatasetProvider(config.DATA_DIR);
-    const imported = await importBundledDataset(dataset, new MarketRepo(database.jobs));
+    const imported = await importBundledDataset(
+      { fingerprint: () => fingerprint, exportSeries: () => dataset.exportSeries() },
+      new MarketRepo(database.jobs),
+    );
     t = logPhase(log, 'import', imported.skipped ? 'bundled dataset already in the store' : 'bundled dataset imported into the store', t, {
       rows: imported.inserted,
       series: imported.series,
