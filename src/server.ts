@@ -43,10 +43,11 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
 }
 
 /**
- * Builds the HTTP service from a config: the core (src/core.ts), then the identity provider
- * (the embedded one unless AUTH_ISSUER names an external one), then the HTTP app with REST,
- * the identity routes and MCP at /mcp; runs the signal-history backfill job (skipped when
- * already done). Stopping closes the app, then the core.
+ * Builds the HTTP service from a config: the core (src/core.ts), the identity provider (the
+ * embedded one, created on first use or once the app listens, unless AUTH_ISSUER names an
+ * external one), then the HTTP app with REST, the identity routes and MCP at /mcp; runs the
+ * signal-history backfill job (skipped when already done). Stopping waits for an identity
+ * provider being created, then closes the app, then the core.
  * @param opts.publicUrl the service's public origin (default PUBLIC_URL, else http://HOST:PORT).
  * @param opts.clock the wall clock of the live mode (default the system clock; tests set it).
  */
@@ -118,10 +119,11 @@ export async function createService(
     // Once listening, the identity provider is created in the background (logged as phase
     // 'identity'), so the first sign-in does not wait for it; stop() waits for it to finish.
     let warming: Promise<void> | null = null;
+    let stopping = false;
     if (identity) {
       const idp = identity;
       http.addHook('onListen', (done) => {
-        warming = idp.warm();
+        if (!stopping) warming = idp.warm();
         done();
       });
     }
@@ -148,6 +150,7 @@ export async function createService(
       app: http,
       identity,
       async stop() {
+        stopping = true;
         await close?.().catch(() => {});
         await warming;
         await http.close();

@@ -1,6 +1,6 @@
 import type { JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import { ServiceError } from '../errors.ts';
+import { DATABASE_DOWN_MESSAGE, isDependencyDown, loggableError, ServiceError } from '../errors.ts';
 import { IdentityProviderUnavailableError } from './jwt.ts';
 
 // The embedded identity provider's public surface without better-auth: its constants, its
@@ -61,6 +61,9 @@ export function discoveryDocument(baseUrl: string): string {
   });
 }
 
+/** How long a failed creation of the identity provider is answered without a new attempt, ms. */
+export const LAZY_IDENTITY_RETRY_MS = 5000;
+
 /** An EmbeddedIdentity created on first use, with `warm()` to create it ahead of the first request. */
 export interface LazyIdentity extends EmbeddedIdentity {
   /** Creates the provider now if it is not created yet; never rejects (a failure is logged, and the next use tries again). */
@@ -75,28 +78,41 @@ export interface LazyIdentity extends EmbeddedIdentity {
  * a failed creation is not kept, so the next use tries again.
  *
  * Errors: while the provider cannot be created, `handler` throws ServiceError
- * SERVICE_UNAVAILABLE ("try again") and `jwks` throws IdentityProviderUnavailableError (the
- * verifier answers 503 rather than calling the token invalid).
+ * SERVICE_UNAVAILABLE when the database is down (`isDependencyDown`), INTERNAL_ERROR otherwise
+ * (a broken install or configuration; the cause is logged, without query parameters), and
+ * `jwks` throws IdentityProviderUnavailableError (the verifier answers 503 rather than calling
+ * the token invalid). After a failure, uses within `retryMs` (LAZY_IDENTITY_RETRY_MS) get the
+ * same failure without a new attempt, so a broken database is not hit on every request.
  *
  * @param opts.baseUrl public origin of the service, without trailing slash (the issuer).
  * @param opts.audience `aud` of the JWTs (AUTH_AUDIENCE).
+ * @param opts.retryMs how long a failed creation is kept before the next use tries again, ms.
  */
 export function lazyIdentity(
-  opts: { baseUrl: string; audience: string; log: Logger },
+  opts: { baseUrl: string; audience: string; log: Logger; retryMs?: number },
   create: () => Promise<EmbeddedIdentity>,
 ): LazyIdentity {
   const baseUrl = opts.baseUrl.replace(/\/+$/, '');
+  const retryMs = opts.retryMs ?? LAZY_IDENTITY_RETRY_MS;
   let created: Promise<EmbeddedIdentity> | null = null;
+  /** The last failed creation and when it failed: uses within `retryMs` get it without a new attempt. */
+  let failed: { err: unknown; at: number } | null = null;
   const get = (): Promise<EmbeddedIdentity> => {
-    created ??= create();
-    created.catch((err: unknown) => {
-      created = null;
-      opts.log.error(
-        { err: { type: (err as Error)?.name ?? 'Error', message: String((err as Error)?.message ?? err) } },
-        'identity provider could not be created',
-      );
-    });
-    return created;
+    if (created) return created;
+    if (failed && Date.now() - failed.at < retryMs) return Promise.reject(failed.err);
+    const attempt = create();
+    created = attempt;
+    attempt.then(
+      () => {
+        failed = null;
+      },
+      (err: unknown) => {
+        if (created === attempt) created = null;
+        failed = { err, at: Date.now() };
+        opts.log.error({ err: loggableError(err) }, 'identity provider could not be created');
+      },
+    );
+    return attempt;
   };
   return {
     issuer: baseUrl,
@@ -116,11 +132,10 @@ export function lazyIdentity(
       let real: EmbeddedIdentity;
       try {
         real = await get();
-      } catch {
-        throw new ServiceError(
-          'SERVICE_UNAVAILABLE',
-          'The identity provider is not available (its database could not be read); try again shortly',
-        );
+      } catch (err) {
+        // The database down is a 503 (try again); anything else is the server's own failure (500).
+        if (isDependencyDown(err)) throw new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
+        throw new ServiceError('INTERNAL_ERROR', 'Internal server error: the identity provider could not be started');
       }
       return real.handler(request);
     },

@@ -604,7 +604,6 @@ function buildMissing(l: LazyFactors, sc: SeriesContext, applicable: readonly Fa
   return out;
 }
 
-/** Replaces a lazy accessor by a plain enumerable data property holding `value`; returns `value`. */
 /** The score interval of a level under `bands`, for explanations ("above 0.3", "from -0.3 to 0.3"). */
 function bandText(l: SignalLevel, b: SignalModel['bands']): string {
   switch (l) {
@@ -672,6 +671,7 @@ export function levelRule(
   return { score_level: scoreLevel, reason, bands: { buy: b.buy, strong: b.strong }, volatility_gate: gate, pending, explanation };
 }
 
+/** Replaces a lazy accessor by a plain enumerable data property holding `value`; returns `value`. */
 function settle<T>(target: object, key: string, value: T): T {
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
   return value;
@@ -815,7 +815,8 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
       if (gate2.sN >= VOL_MIN_RETURNS && gate2.lN >= VOL_GATE_MIN_LONG_RETURNS && gate2.lD > 0) {
         // Semideviations sqrt(mean of squared negative returns); compare squares to avoid the roots.
         gateClosed = gate2.sD / gate2.sN > gate.max * gate.max * (gate2.lD / gate2.lN) * (1 + 1e-12);
-        gateRatio = Math.sqrt(gate2.sD / gate2.sN / (gate2.lD / gate2.lN));
+        // Running sums can drift a hair below 0 when a window has no down day: never a NaN.
+        gateRatio = Math.sqrt(Math.max(0, gate2.sD / gate2.sN / (gate2.lD / gate2.lN)));
       }
     }
     while (fg + 1 < fgDn.length && fgDn[fg + 1]! <= today) fg++;

@@ -17,9 +17,16 @@ export function loadMcpModules(): Promise<{
   Transport: typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js').WebStandardStreamableHTTPServerTransport;
   createMcpServer: typeof import('./server.ts').createMcpServer;
 }> {
-  mcpModules ??= Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('./server.ts')]).then(
-    ([t, s]) => ({ Transport: t.WebStandardStreamableHTTPServerTransport, createMcpServer: s.createMcpServer }),
-  );
+  if (!mcpModules) {
+    const loading = Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('./server.ts')]).then(
+      ([t, s]) => ({ Transport: t.WebStandardStreamableHTTPServerTransport, createMcpServer: s.createMcpServer }),
+    );
+    mcpModules = loading;
+    // A failed load (e.g. too many open files) is not kept: the next request tries again.
+    loading.catch(() => {
+      if (mcpModules === loading) mcpModules = undefined;
+    });
+  }
   return mcpModules;
 }
 let mcpModules: ReturnType<typeof loadMcpModules> | undefined;

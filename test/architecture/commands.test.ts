@@ -121,7 +121,7 @@ test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded 
     assert.equal(rest.status, 200);
     assert.doesNotMatch(out, /FORBIDDEN MODULE @modelcontextprotocol/, 'nothing asked for the MCP SDK before the first /mcp request');
     // The identity provider was asked for only once the service listened, and its failure leaves the service up:
-    // identity requests answer 503 in the envelope.
+    // identity requests answer in the envelope, 500 here (a broken install, not the database: that would be 503).
     const listening = out.indexOf('start-up: listening');
     assert.ok(listening > 0, out.slice(-2000));
     const forbidden = out.indexOf('FORBIDDEN MODULE better-auth/plugins');
@@ -131,8 +131,8 @@ test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded 
       headers: { 'content-type': 'application/json', origin: base },
       body: JSON.stringify({ name: 'A', email: 'a@example.com', password: 'correct horse battery staple 42' }),
     });
-    assert.equal(signUp.status, 503);
-    assert.equal(((await signUp.json()) as { error: { code: string } }).error.code, 'SERVICE_UNAVAILABLE');
+    assert.equal(signUp.status, 500);
+    assert.equal(((await signUp.json()) as { error: { code: string } }).error.code, 'INTERNAL_ERROR');
     assert.match(out, /identity provider could not be created/);
     // The first /mcp request imports the SDK: here the hook refuses it, so the request fails and says which import.
     const mcp = await fetch(`${base}/mcp`, {

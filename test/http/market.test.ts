@@ -89,6 +89,7 @@ describe('signals', { skip: SKIP }, () => {
       test('level_rule says why each level reads as it does; on 2025-05-27 the volatility gate holds BTC at neutral', async () => {
         const r = await get('/api/v1/signals');
         const env = okEnvelope(SignalsDataSchema).parse(r.body);
+        assert.equal(env.data.signals.length, 11);
         for (const s of env.data.signals) {
           // On the bundled as-of day every asset is neutral and its score in the neutral band.
           assert.equal(s.level_rule.score_level, s.signal, s.asset);
