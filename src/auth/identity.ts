@@ -10,13 +10,15 @@ import { eq, sql } from 'drizzle-orm';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
 import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors.ts';
-export { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
 import { betterAuthStorages, ContextGate } from './context-gate.ts';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, discoveryDocument, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 import { passwordProblem } from './password-policy.ts';
 import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase, trackingStorage } from './session-store.ts';
+
+// Re-exported for the modules that build on the provider (its constants and interface live in identity-lazy.ts).
+export { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 
 /** Lifetime of an issued JWT. */
 export const IDP_JWT_TTL = '15m';

@@ -253,16 +253,15 @@ export class MarketRepo {
    * bundled CSV files, on PGlite and on PostgreSQL.
    */
   async loadAll(): Promise<StoredMarket> {
-    const arrays = async (query: ReturnType<typeof sql>): Promise<{ k: string; m?: string; j: string }[]> => {
-      const res = (await this.db.execute(query)) as unknown as { rows: { k: string; m?: string; j: string }[] };
-      return res.rows;
-    };
+    type Arrays = { k: string; m?: string; j: string }[];
+    const arrays = async (query: ReturnType<typeof sql>): Promise<Arrays> =>
+      ((await this.db.execute(query)) as unknown as { rows: Arrays }).rows;
     const parse = <T>(j: string): T => JSON.parse(j) as T;
     const [candleRows, fgRows, fundingRows, metricRows, series] = [
       await arrays(sql`select asset as k, json_agg(json_build_array(date, open, high, low, close, volume, source) order by date)::text as j
         from ${marketCandles} group by asset order by asset`),
-      await arrays(sql`select 'fear_greed' as k, json_agg(json_build_array(date, value, classification, source) order by date)::text as j
-        from ${marketFearGreed} having count(*) > 0`),
+      await arrays(sql`select '' as k, coalesce(json_agg(json_build_array(date, value, classification, source) order by date), '[]')::text as j
+        from ${marketFearGreed}`),
       await arrays(sql`select asset as k, json_agg(json_build_array(date, rate, interval_hours, prints, source) order by date)::text as j
         from ${marketFunding} group by asset order by asset`),
       await arrays(sql`select chain as k, metric as m, json_agg(json_build_array(date, value, source) order by date)::text as j
@@ -301,14 +300,12 @@ export class MarketRepo {
         parse<[string, number, string][]>(r.j).map(([date, value, source]) => ({ date, value, source })),
       );
     }
-    const fearGreed = fgRows[0]
-      ? parse<[string, number, string, string][]>(fgRows[0].j).map(([date, value, classification, source]) => ({
-          date,
-          value,
-          classification,
-          source,
-        }))
-      : [];
+    const fearGreed = parse<[string, number, string, string][]>(fgRows[0]!.j).map(([date, value, classification, source]) => ({
+      date,
+      value,
+      classification,
+      source,
+    }));
     return { candles, fearGreed, funding, metrics, series };
   }
 }
