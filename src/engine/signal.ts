@@ -23,6 +23,7 @@ import type {
   SignalLevel,
   SignalResult,
 } from './types.ts';
+import { SIGNAL_LEVELS } from './types.ts';
 import { addDays, assertAscending, clamp, dayNumber, normalizeWeights, round } from './util.ts';
 
 /** Base factor weights (sum 1). For assets without a chain, chain_health is not applicable. */
@@ -686,10 +687,11 @@ function settle<T>(target: object, key: string, value: T): T {
  *   Scores, weights and contributions are rounded to 4 decimals; `score` = sum of contributions.
  *   `confidence` = coverage (base weight present / base weight applicable) x agreement
  *   (|sum w*s| / sum w*|s|, 0 when every present score is 0).
- *   `factors` and `missing_factors` are own enumerable accessor properties that build their
- *   arrays (with the explanation strings) on first read and then turn into plain data
- *   properties, so spreading, JSON.stringify and deep equality see ordinary arrays; a whole
- *   history costs little until a day is inspected. The numbers are fixed at computation.
+ *   `factors`, `missing_factors` and `level_rule` are own enumerable accessor properties that
+ *   build their value (with the explanation strings) on first read, from the day's inputs kept
+ *   in typed arrays per series, and then turn into plain data properties, so spreading,
+ *   JSON.stringify and deep equality see ordinary values; a whole history costs little until a
+ *   day is inspected. The numbers are fixed at computation (the same in any order of reading).
  * @throws RangeError when an input series is not strictly ascending or has a bad date/value.
  */
 export function computeSignalSeries(input: SignalInput, model: SignalModel = CURRENT_MODEL): SignalResult[] {
@@ -757,18 +759,159 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     sc.src.rsi = `${sources.prices}; Wilder RSI-14 of daily closes, contrarian below 30 only: (30 - RSI) / 15, clipped`;
     sc.src.fear_greed = `${sources.fear_greed}; read with the trend: (value - 50) / 50`;
   }
+  // Per-day values the lazy properties rebuild a day from (index = day): the running
+  // volatility, the side inputs' positions, the gate and the level rule's snapshot.
+  const n = candles.length;
+  const volNs = new Int32Array(n);
+  /** sqrt of the sample variance of daily returns (%) over the last 90 days; NaN = not warm. */
+  const volRoots = new Float64Array(n);
+  const fgAt = new Int32Array(n);
+  const frAt = new Int32Array(n);
+  const rgAt = new Int32Array(n);
+  const chAt = new Int32Array(n);
+  const heldAt = new Uint8Array(n);
+  const gateClosedAt = new Uint8Array(n);
+  /** Downside semideviation ratio; NaN = too few returns (gate open). */
+  const gateRatioAt = new Float64Array(n);
+  /** Reported level and pending change (index into SIGNAL_LEVELS; -1 = none) and its days so far. */
+  const levelAt = new Int8Array(n);
+  const pendingAt = new Int8Array(n);
+  const pendingDaysAt = new Int32Array(n);
+
+  /** The inputs of day `i` as the factors read them (rebuilt the same way on demand). */
+  const dayAt = (i: number): DayContext => {
+    const c = candles[i]!;
+    const today = dn[i]!;
+    const root = volRoots[i]!;
+    const warm = !Number.isNaN(root);
+    const f = fgAt[i]!;
+    const u = frAt[i]!;
+    const g = rgAt[i]!;
+    const h = chAt[i]!;
+    return {
+      i,
+      date: c.date,
+      close: c.close,
+      sma50: sma50[i] ?? null,
+      sma200: sma200[i] ?? null,
+      rsi: rsi[i] ?? null,
+      ret30: ret30[i] ?? null,
+      vol30: warm ? root * Math.sqrt(MOMENTUM_DAYS) : null,
+      volN: volNs[i]!,
+      sd: warm ? root / 100 : null,
+      mom: momRets.map((m) => m[i] ?? null),
+      fg: f >= 0 ? fearGreed[f]! : null,
+      fgFresh: f >= 0 && today - fgDn[f]! <= SIGNAL_STALENESS_DAYS,
+      fr: u >= 0 ? funding![u]! : null,
+      frFresh: u >= 0 && today - frDn[u]! <= SIGNAL_STALENESS_DAYS,
+      rg: g >= 0 ? regime[g]! : null,
+      rgFresh: g >= 0 && today - rgDn[g]! <= SIGNAL_STALENESS_DAYS,
+      h: h >= 0 ? chainHealth![h]! : null,
+      hFresh: h >= 0 && today - chDn[h]! <= SIGNAL_STALENESS_DAYS,
+    };
+  };
+  // Renormalized weights per set of present factors (at most 2^7 sets), keyed by bit mask.
+  const weightMemo = new Map<number, number[]>();
+  /** The present factors of a day, their rounded scores, weights and contributions. */
+  const factorsOf = (x: DayContext): LazyFactors => {
+    const names: FactorName[] = [];
+    const scores: number[] = [];
+    let mask = 0;
+    for (let k = 0; k < applicable.length; k++) {
+      const name = applicable[k]!;
+      const s = factorRawScore(name, x, model);
+      if (s === null) continue;
+      names.push(name);
+      scores.push(round(s, 4));
+      mask |= 1 << k;
+    }
+    let weights = weightMemo.get(mask);
+    if (!weights) {
+      weights =
+        names.length > 0
+          ? normalizeWeights(
+              names.map((nm) => weightsOf[nm]),
+              4,
+            )
+          : [];
+      weightMemo.set(mask, weights);
+    }
+    const w = weights;
+    return { x, names, scores, w, contributions: scores.map((s, k) => round(w[k]! * s, 4)) };
+  };
+  /** The day of an entry of this series, by its `as_of` (binary search over the candles). */
+  const indexOf = (entry: SignalResult): number => {
+    let lo = 0;
+    let hi = n - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const d = candles[mid]!.date;
+      if (d === entry.as_of) return mid;
+      if (d < entry.as_of) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    throw new RangeError(`${asset}: no day ${entry.as_of} in the series of this signal entry`);
+  };
+  // Factor entries (with their explanation strings) and the level rule are built when first
+  // read: a whole history is mostly consumed for signal/score only, and building every
+  // explanation eagerly costs most of the run time and ~70 MB for 11 assets. The accessors are
+  // made once per series and shared by its entries, which keep nothing else: closures per
+  // entry made a cold computation of the served series ~2x as long, mostly in the garbage
+  // collector (docs/benchmarks.md, "Start-up").
+  const lazyProperties: PropertyDescriptorMap = {
+    factors: {
+      get(this: SignalResult): Factor[] {
+        return settle(this, 'factors', buildFactors(factorsOf(dayAt(indexOf(this))), sc));
+      },
+      set(this: SignalResult, v: Factor[]) {
+        settle(this, 'factors', v);
+      },
+      enumerable: true,
+      configurable: true,
+    },
+    missing_factors: {
+      get(this: SignalResult): MissingFactor[] {
+        return settle(this, 'missing_factors', buildMissing(factorsOf(dayAt(indexOf(this))), sc, applicable));
+      },
+      set(this: SignalResult, v: MissingFactor[]) {
+        settle(this, 'missing_factors', v);
+      },
+      enumerable: true,
+      configurable: true,
+    },
+    level_rule: {
+      get(this: SignalResult): LevelRule {
+        const i = indexOf(this);
+        const ratio = gateRatioAt[i]!;
+        const p = pendingAt[i]!;
+        const rule = levelRule(model, {
+          score: this.score,
+          level: SIGNAL_LEVELS[levelAt[i]!]!,
+          held: heldAt[i] === 1,
+          gateClosed: gateClosedAt[i] === 1,
+          gateRatio: Number.isNaN(ratio) ? null : ratio,
+          pending: p < 0 ? null : { signal: SIGNAL_LEVELS[p]!, days: pendingDaysAt[i]! },
+        });
+        return settle(this, 'level_rule', rule);
+      },
+      set(this: SignalResult, v: LevelRule) {
+        settle(this, 'level_rule', v);
+      },
+      enumerable: true,
+      configurable: true,
+    },
+  };
+
   let level: SignalLevel | null = null;
   let candidate: SignalLevel | null = null;
   let run = 0;
-  // Renormalized weights per set of present factors (at most 2^7 sets), keyed by bit mask.
-  const weightMemo = new Map<number, number[]>();
   let fg = -1;
   let fr = -1;
   let rg = -1;
   let ch = -1;
 
   const out: SignalResult[] = [];
-  for (let i = 0; i < candles.length; i++) {
+  for (let i = 0; i < n; i++) {
     const c = candles[i]!;
     const today = dn[i]!;
     // Roll the volatility window: returns dated in (D - 90, D].
@@ -823,54 +966,14 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     while (fr + 1 < frDn.length && frDn[fr + 1]! <= today) fr++;
     while (rg + 1 < rgDn.length && rgDn[rg + 1]! <= today) rg++;
     while (ch + 1 < chDn.length && chDn[ch + 1]! <= today) ch++;
+    volNs[i] = volN;
+    volRoots[i] = volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) : NaN;
+    fgAt[i] = fg;
+    frAt[i] = fr;
+    rgAt[i] = rg;
+    chAt[i] = ch;
 
-    const x: DayContext = {
-      i,
-      date: c.date,
-      close: c.close,
-      sma50: sma50[i] ?? null,
-      sma200: sma200[i] ?? null,
-      rsi: rsi[i] ?? null,
-      ret30: ret30[i] ?? null,
-      vol30:
-        volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) * Math.sqrt(MOMENTUM_DAYS) : null,
-      volN,
-      sd: volN >= VOL_MIN_RETURNS ? Math.sqrt(Math.max(0, (volS2 - (volS * volS) / volN) / (volN - 1))) / 100 : null,
-      mom: momRets.map((m) => m[i] ?? null),
-      fg: fg >= 0 ? fearGreed[fg]! : null,
-      fgFresh: fg >= 0 && today - fgDn[fg]! <= SIGNAL_STALENESS_DAYS,
-      fr: fr >= 0 ? funding![fr]! : null,
-      frFresh: fr >= 0 && today - frDn[fr]! <= SIGNAL_STALENESS_DAYS,
-      rg: rg >= 0 ? regime[rg]! : null,
-      rgFresh: rg >= 0 && today - rgDn[rg]! <= SIGNAL_STALENESS_DAYS,
-      h: ch >= 0 ? chainHealth![ch]! : null,
-      hFresh: ch >= 0 && today - chDn[ch]! <= SIGNAL_STALENESS_DAYS,
-    };
-
-    const names: FactorName[] = [];
-    const scores: number[] = [];
-    let mask = 0;
-    for (let k = 0; k < applicable.length; k++) {
-      const name = applicable[k]!;
-      const s = factorRawScore(name, x, model);
-      if (s === null) continue;
-      names.push(name);
-      scores.push(round(s, 4));
-      mask |= 1 << k;
-    }
-    let weights = weightMemo.get(mask);
-    if (!weights) {
-      weights =
-        names.length > 0
-          ? normalizeWeights(
-              names.map((n) => weightsOf[n]),
-              4,
-            )
-          : [];
-      weightMemo.set(mask, weights);
-    }
-    const w = weights;
-    const contributions = scores.map((s, k) => round(w[k]! * s, 4));
+    const { names, scores, w, contributions } = factorsOf(dayAt(i));
     let sum = 0;
     let absSum = 0;
     let baseW = 0;
@@ -885,10 +988,6 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     const agreement = absSum > 0 ? Math.min(1, Math.abs(ws) / absSum) : 0;
     const coverage = clamp(baseW / applicableWeight, 0, 1);
 
-    // Factor entries (with their explanation strings) are built when first read: a whole
-    // history is mostly consumed for signal/score only, and building every explanation
-    // eagerly costs most of the run time and ~70 MB for 11 assets.
-    const lazy = { x, names, scores, w, contributions };
     // Level: hysteresis around the bands, then confirmation over consecutive days.
     const current: SignalLevel = level ?? signalLevel(score, model.bands);
     let proposed: SignalLevel = levelWithHysteresis(score, current, model);
@@ -914,33 +1013,16 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
         run = 0;
       }
     }
-    // Snapshots for the lazy level_rule (level, candidate and run change on later days).
-    const reported = level;
-    const pending = candidate === null ? null : { signal: candidate, days: run };
-    const result: SignalResult = {
-      signal: level,
-      score,
-      confidence: round(coverage * agreement, 4),
-      get factors(): Factor[] {
-        return settle(this, 'factors', buildFactors(lazy, sc));
-      },
-      set factors(v: Factor[]) {
-        settle(this, 'factors', v);
-      },
-      get missing_factors(): MissingFactor[] {
-        return settle(this, 'missing_factors', buildMissing(lazy, sc, applicable));
-      },
-      set missing_factors(v: MissingFactor[]) {
-        settle(this, 'missing_factors', v);
-      },
-      get level_rule(): LevelRule {
-        return settle(this, 'level_rule', levelRule(model, { score, level: reported, held, gateClosed, gateRatio, pending }));
-      },
-      set level_rule(v: LevelRule) {
-        settle(this, 'level_rule', v);
-      },
-      as_of: c.date,
-    };
+    // The level rule's snapshot of the day (level, candidate and run change on later days).
+    heldAt[i] = held ? 1 : 0;
+    gateClosedAt[i] = gateClosed ? 1 : 0;
+    gateRatioAt[i] = gateRatio ?? NaN;
+    levelAt[i] = SIGNAL_LEVELS.indexOf(level);
+    pendingAt[i] = candidate === null ? -1 : SIGNAL_LEVELS.indexOf(candidate);
+    pendingDaysAt[i] = run;
+    const result = { signal: level, score, confidence: round(coverage * agreement, 4) } as SignalResult;
+    Object.defineProperties(result, lazyProperties);
+    result.as_of = c.date;
     out.push(result);
   }
   return out;

@@ -343,6 +343,30 @@ describe('computeSignalSeries', () => {
     assert.deepEqual([...seen].sort(), [...SIGNAL_LEVELS].sort(), 'all five levels occur, strong_sell included');
     assert.deepEqual([...reasons].sort(), ['band', 'confirmation', 'hysteresis', 'volatility_gate'], 'every rule decides some day');
   });
+
+  it('lazy factors, missing_factors and level_rule: own enumerable keys, the same whatever the order they are read in', () => {
+    const [btc] = realSeries();
+    const again = realSeries()[0]!;
+    const keys = ['signal', 'score', 'confidence', 'factors', 'missing_factors', 'level_rule', 'as_of'];
+    // Nothing read yet: the entries have exactly the documented own enumerable keys, no hidden state.
+    assert.deepEqual(Object.keys(btc!.series[0]!), keys);
+    assert.deepEqual(Object.getOwnPropertySymbols(btc!.series[0]!), []);
+    // One copy read from the last day back, the other from the first day on: the same JSON.
+    for (let i = again.series.length - 1; i >= 0; i--) void again.series[i]!.level_rule;
+    const forward = JSON.stringify(btc!.series);
+    assert.equal(JSON.stringify(again.series), forward);
+    const mid = btc!.series[1500]!;
+    // Spreading reads the accessors; after a read the property is a plain data property.
+    const copy = { ...mid };
+    assert.deepEqual(Object.keys(copy), keys);
+    assert.ok(Array.isArray(copy.factors) && copy.factors.length > 0);
+    assert.equal(typeof Object.getOwnPropertyDescriptor(mid, 'factors')!.value, 'object');
+    // Assigning replaces the lazy value.
+    const fresh = realSeries()[0]!.series[1500]!;
+    fresh.level_rule = mid.level_rule;
+    assert.equal(fresh.level_rule, mid.level_rule);
+    assert.deepEqual(Object.keys(fresh), keys);
+  });
 });
 
 describe('signalChanges', () => {
