@@ -20,7 +20,8 @@ import { UsageTracker } from './services/usage.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { HistoryRepo } from './store/history-repo.ts';
 import { KeyRepo } from './store/key-repo.ts';
-import { MarketRepo } from './store/market-repo.ts';
+import { MarketCache } from './store/market-cache.ts';
+import { MarketRepo, type StoredMarket } from './store/market-repo.ts';
 import { ThesisRepo } from './store/thesis-repo.ts';
 import { UserRepo } from './store/user-repo.ts';
 import { createLogger } from './logger.ts';
@@ -179,13 +180,29 @@ export async function createCore(
       rows: imported.inserted,
       series: imported.series,
     });
-    const stored = new StoredMarketProvider(new MarketRepo(database.jobs));
+    // The embedded database keeps a copy of the market data next to its folder, valid while
+    // the store's revision is unchanged (store/market-cache.ts): a restart reads one file.
+    const cache =
+      database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')
+        ? {
+            cache: new MarketCache<StoredMarket>(`${config.PGLITE_DIR.replace(/[\\/]+$/, '')}.market-cache`),
+            onWriteError: (e: unknown) =>
+              log.warn({ err: loggableError(e) }, 'market data cache not written; the next start reads the store'),
+          }
+        : null;
+    const stored = new StoredMarketProvider(new MarketRepo(database.jobs), cache);
     // Timed apart from the series computation that follows it inside MarketService.create.
     const timedDataset: MarketDataProvider = {
       name: stored.name,
       load: async (asOf?: string) => {
         const data = await stored.load(asOf);
-        t = logPhase(log, 'dataset', 'market data loaded from the store', t, { as_of: data.asOf, assets: data.assets.length });
+        t = logPhase(
+          log,
+          'dataset',
+          stored.lastFrom === 'cache' ? "market data loaded from the cache of the store's revision" : 'market data loaded from the store',
+          t,
+          { as_of: data.asOf, assets: data.assets.length, from: stored.lastFrom },
+        );
         return data;
       },
     };
@@ -295,6 +312,8 @@ export async function createCore(
         await schedule?.stop();
         await u.stop();
         r?.disconnect();
+        // A market data cache write still under way (a local file: not a network wait).
+        await stored.written;
         await database.close();
       },
     };

@@ -2,6 +2,7 @@ import type { Candle, ChainId, FundingPoint } from '../engine/types.ts';
 import { ASSETS } from '../providers/assets.ts';
 import { cut, findGaps } from '../providers/dataset/dataset.ts';
 import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
+import type { MarketCache } from '../store/market-cache.ts';
 import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
 
 /** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
@@ -50,7 +51,19 @@ export function toFreshness(s: SeriesState): SeriesFreshness {
 export class StoredMarketProvider implements MarketDataProvider {
   readonly name = 'store';
 
-  constructor(private readonly repo: MarketRepo) {}
+  /** Where the last load read the market data: the cache file or the store's tables (null before a load). */
+  lastFrom: 'cache' | 'store' | null = null;
+  /** The cache write of the last load that read the store (settled when done; never rejects). */
+  written: Promise<void> = Promise.resolve();
+
+  /**
+   * @param cache when given, loads go through it (MarketRepo.loadAllCached; the embedded
+   *   database's start-up, src/core.ts), and a failed cache write is reported to `onWriteError`.
+   */
+  constructor(
+    private readonly repo: MarketRepo,
+    private readonly cache: { cache: MarketCache<StoredMarket>; onWriteError: (e: unknown) => void } | null = null,
+  ) {}
 
   /**
    * Loads everything stored and cuts it at `asOf` (default: the newest candle day stored).
@@ -58,7 +71,14 @@ export class StoredMarketProvider implements MarketDataProvider {
    *   one, naming that day; RangeError when nothing is stored.
    */
   async load(asOf?: string): Promise<MarketData> {
-    return buildMarketData(await this.repo.loadAll(), asOf);
+    if (!this.cache) {
+      this.lastFrom = 'store';
+      return buildMarketData(await this.repo.loadAll(), asOf);
+    }
+    const { data, from, written } = await this.repo.loadAllCached(this.cache.cache, this.cache.onWriteError);
+    this.lastFrom = from;
+    this.written = written;
+    return buildMarketData(data, asOf);
   }
 }
 

@@ -193,6 +193,9 @@ export async function openDatabase(opts: {
     const client = new PGlite(opts.pgliteDir, { postgresqlconf: 'shared_buffers = 16MB\nwal_init_zero = off', loadDataDir });
     const db = drizzle({ client, schema });
     await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
+    // A new database gets its own id: one loaded from the template would otherwise share the
+    // template's, and a market data cache (store/market-cache.ts) is keyed by it.
+    if (isNew) await client.exec('UPDATE market_revision SET store_id = gen_random_uuid()');
     const coordination: Coordination = {
       tryLeadership: async () => true,
       listen: async (channel, onNotice, onState) => {

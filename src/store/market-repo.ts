@@ -7,9 +7,11 @@ import {
   marketFearGreed,
   marketFunding,
   marketImports,
+  marketRevision,
   marketSeries,
   type SERIES_ORIGINS,
 } from './market-schema.ts';
+import type { MarketCache, StoreRevision } from './market-cache.ts';
 
 /** Where a series' rows came from. */
 export type SeriesOrigin = (typeof SERIES_ORIGINS)[number];
@@ -239,6 +241,38 @@ export class MarketRepo {
       lastError: r.lastError,
       lastErrorAt: r.lastErrorAt,
     }));
+  }
+
+  /**
+   * The store's id and market revision (the `market_revision` row, migration 0005): the
+   * revision moves with every statement that writes a market table, in its transaction.
+   * @throws when the row is missing (migrations not applied) or the database fails.
+   */
+  async revision(): Promise<StoreRevision> {
+    const rows = await this.db.select({ storeId: marketRevision.storeId, revision: marketRevision.revision }).from(marketRevision);
+    if (!rows[0]) throw new Error('market_revision has no row: the database is not migrated (migration 0005)');
+    return rows[0];
+  }
+
+  /**
+   * {@link loadAll} through `cache`: the cached copy when it was taken at the store's current
+   * revision, else the tables' content, then written to the cache (serialized before this
+   * returns, written to disk in the background; a failed write goes to `onWriteError`).
+   * The revision is read before the tables, so a copy never claims a revision older than
+   * its content (docs/architecture.md, "Market data cache").
+   * @returns the content, where it came from, and the cache write (settles when the file is
+   *   written or the write failed; never rejects).
+   */
+  async loadAllCached(
+    cache: MarketCache<StoredMarket>,
+    onWriteError: (e: unknown) => void,
+  ): Promise<{ data: StoredMarket; from: 'cache' | 'store'; written: Promise<void> }> {
+    const at = await this.revision();
+    const hit = cache.read(at);
+    if (hit) return { data: hit, from: 'cache', written: Promise.resolve() };
+    const data = await this.loadAll();
+    const written = cache.write(at, data).catch(onWriteError);
+    return { data, from: 'store', written };
   }
 
   /**

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { date, doublePrecision, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
+import { bigint, check, date, doublePrecision, integer, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { SERIES_KINDS } from '../engine/types.ts';
 
 /** How a series' rows got here: the bundled dataset (data/) or a live upstream fetch. */
@@ -98,3 +98,22 @@ export const marketImports = pgTable('market_imports', {
     .notNull()
     .default(sql`now()`),
 });
+
+/**
+ * The revision of the market data: one row, whose `revision` is incremented by a statement
+ * trigger on every INSERT, UPDATE, DELETE or TRUNCATE of `market_series`, `market_candles`,
+ * `market_fear_greed`, `market_funding` and `market_chain_metrics`, in the writing
+ * transaction (migration 0005). `store_id` is random per database. Together they tell whether
+ * a copy of the market data (store/market-cache.ts) is still the store's content.
+ */
+export const marketRevision = pgTable(
+  'market_revision',
+  {
+    id: integer('id').primaryKey().default(1),
+    storeId: uuid('store_id')
+      .notNull()
+      .default(sql`gen_random_uuid()`),
+    revision: bigint('revision', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [check('market_revision_one_row', sql`${t.id} = 1`)],
+);

@@ -112,6 +112,9 @@ async function pgliteCopy(cache: string, seq: number): Promise<string> {
       await core.stop();
     }
     try {
+      // The market data cache first (store/market-cache.ts): a copy of the folder is the same
+      // store at the same revision, so the copies start from it too.
+      if (existsSync(`${building}.market-cache`)) renameSync(`${building}.market-cache`, `${template}.market-cache`);
       renameSync(building, template);
     } catch {
       rmSync(building, { recursive: true, force: true });
@@ -119,6 +122,7 @@ async function pgliteCopy(cache: string, seq: number): Promise<string> {
   }
   const dir = path.join(cache, `harness-${process.pid}-${seq}`);
   cpSync(template, dir, { recursive: true });
+  if (existsSync(`${template}.market-cache`)) cpSync(`${template}.market-cache`, `${dir}.market-cache`);
   return dir;
 }
 
