@@ -17,7 +17,7 @@ import { MarketService } from './services/market.ts';
 import type { Services } from './services/operation.ts';
 import { ThesisService } from './services/theses.ts';
 import { UsageTracker } from './services/usage.ts';
-import { openDatabase, type Database } from './store/db.ts';
+import { openDatabase, pgliteSibling, type Database } from './store/db.ts';
 import { HistoryRepo } from './store/history-repo.ts';
 import { KeyRepo } from './store/key-repo.ts';
 import { MarketCache } from './store/market-cache.ts';
@@ -182,26 +182,29 @@ export async function createCore(
     });
     // The embedded database keeps a copy of the market data next to its folder, valid while
     // the store's revision is unchanged (store/market-cache.ts): a restart reads one file.
-    const cache =
+    // Start-up only: the live ingest's reloads follow writes, which are misses anyway.
+    const stored = new StoredMarketProvider(new MarketRepo(database.jobs));
+    const startLoad =
       database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')
-        ? {
-            cache: new MarketCache<StoredMarket>(`${config.PGLITE_DIR.replace(/[\\/]+$/, '')}.market-cache`),
+        ? new StoredMarketProvider(new MarketRepo(database.jobs), {
+            cache: new MarketCache<StoredMarket>(pgliteSibling(config.PGLITE_DIR, '.market-cache')),
             onWriteError: (e: unknown) =>
               log.warn({ err: loggableError(e) }, 'market data cache not written; the next start reads the store'),
-          }
-        : null;
-    const stored = new StoredMarketProvider(new MarketRepo(database.jobs), cache);
+          })
+        : stored;
     // Timed apart from the series computation that follows it inside MarketService.create.
     const timedDataset: MarketDataProvider = {
-      name: stored.name,
+      name: startLoad.name,
       load: async (asOf?: string) => {
-        const data = await stored.load(asOf);
+        const data = await startLoad.load(asOf);
         t = logPhase(
           log,
           'dataset',
-          stored.lastFrom === 'cache' ? "market data loaded from the cache of the store's revision" : 'market data loaded from the store',
+          startLoad.lastFrom === 'cache'
+            ? "market data loaded from the cache of the store's revision"
+            : 'market data loaded from the store',
           t,
-          { as_of: data.asOf, assets: data.assets.length, from: stored.lastFrom },
+          { as_of: data.asOf, assets: data.assets.length, from: startLoad.lastFrom },
         );
         return data;
       },
@@ -313,7 +316,7 @@ export async function createCore(
         await u.stop();
         r?.disconnect();
         // A market data cache write still under way (a local file: not a network wait).
-        await stored.written;
+        await startLoad.written;
         await database.close();
       },
     };

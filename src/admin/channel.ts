@@ -28,7 +28,8 @@ const CONNECTION_TIMEOUT_MS = 5000;
 
 /** Path of the admin socket of the PGlite database in `pgliteDir`: `<dir>.admin.sock`, beside its lock file. */
 export function adminSocketPath(pgliteDir: string): string {
-  return `${pgliteDir.replace(/\/$/, '')}.admin.sock`;
+  // As store/db.ts `pgliteSibling` (the admin channel imports nothing from the store).
+  return `${pgliteDir.replace(/[\\/]+$/, '')}.admin.sock`;
 }
 
 /** Raised by the client when the admin channel cannot be reached or answers an error. */

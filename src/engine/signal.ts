@@ -691,7 +691,9 @@ function settle<T>(target: object, key: string, value: T): T {
  *   build their value (with the explanation strings) on first read, from the day's inputs kept
  *   in typed arrays per series, and then turn into plain data properties, so spreading,
  *   JSON.stringify and deep equality see ordinary values; a whole history costs little until a
- *   day is inspected. The numbers are fixed at computation (the same in any order of reading).
+ *   day is inspected. The numbers are fixed at computation (the same in any order of reading),
+ *   provided the inputs are not modified afterwards (the engine never does) and an entry's
+ *   `as_of` is not changed: its day is found by `as_of` (RangeError if no candle has it).
  * @throws RangeError when an input series is not strictly ascending or has a bad date/value.
  */
 export function computeSignalSeries(input: SignalInput, model: SignalModel = CURRENT_MODEL): SignalResult[] {
@@ -777,6 +779,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
   const levelAt = new Int8Array(n);
   const pendingAt = new Int8Array(n);
   const pendingDaysAt = new Int32Array(n);
+  const scoreAt = new Float64Array(n);
 
   /** The inputs of day `i` as the factors read them (rebuilt the same way on demand). */
   const dayAt = (i: number): DayContext => {
@@ -839,6 +842,16 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     const w = weights;
     return { x, names, scores, w, contributions: scores.map((s, k) => round(w[k]! * s, 4)) };
   };
+  /** The factors of the day read last: `factors` then `missing_factors` of one entry rebuild it once. */
+  let memoDay = -1;
+  let memoFactors: LazyFactors | null = null;
+  const factorsAt = (i: number): LazyFactors => {
+    if (i !== memoDay || !memoFactors) {
+      memoFactors = factorsOf(dayAt(i));
+      memoDay = i;
+    }
+    return memoFactors;
+  };
   /** The day of an entry of this series, by its `as_of` (binary search over the candles). */
   const indexOf = (entry: SignalResult): number => {
     let lo = 0;
@@ -861,7 +874,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
   const lazyProperties: PropertyDescriptorMap = {
     factors: {
       get(this: SignalResult): Factor[] {
-        return settle(this, 'factors', buildFactors(factorsOf(dayAt(indexOf(this))), sc));
+        return settle(this, 'factors', buildFactors(factorsAt(indexOf(this)), sc));
       },
       set(this: SignalResult, v: Factor[]) {
         settle(this, 'factors', v);
@@ -871,7 +884,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     },
     missing_factors: {
       get(this: SignalResult): MissingFactor[] {
-        return settle(this, 'missing_factors', buildMissing(factorsOf(dayAt(indexOf(this))), sc, applicable));
+        return settle(this, 'missing_factors', buildMissing(factorsAt(indexOf(this)), sc, applicable));
       },
       set(this: SignalResult, v: MissingFactor[]) {
         settle(this, 'missing_factors', v);
@@ -885,7 +898,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
         const ratio = gateRatioAt[i]!;
         const p = pendingAt[i]!;
         const rule = levelRule(model, {
-          score: this.score,
+          score: scoreAt[i]!,
           level: SIGNAL_LEVELS[levelAt[i]!]!,
           held: heldAt[i] === 1,
           gateClosed: gateClosedAt[i] === 1,
@@ -1020,6 +1033,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     levelAt[i] = SIGNAL_LEVELS.indexOf(level);
     pendingAt[i] = candidate === null ? -1 : SIGNAL_LEVELS.indexOf(candidate);
     pendingDaysAt[i] = run;
+    scoreAt[i] = score;
     const result = { signal: level, score, confidence: round(coverage * agreement, 4) } as SignalResult;
     Object.defineProperties(result, lazyProperties);
     result.as_of = c.date;

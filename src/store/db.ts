@@ -190,12 +190,17 @@ export async function openDatabase(opts: {
     // wal_init_zero off: a new 16 MB WAL segment is not zero-filled first, which on PGlite (on
     // the main thread) held the event loop ~400 ms at every segment switch, e.g. every few
     // usage flushes with 10,000 keys (PostgreSQL's documented option; WAL records carry CRCs).
-    const client = new PGlite(opts.pgliteDir, { postgresqlconf: 'shared_buffers = 16MB\nwal_init_zero = off', loadDataDir });
+    // market_cache.revision: the market tables' triggers keep market_revision current (the
+    // market data cache, store/market-cache.ts; migration 0005).
+    const client = new PGlite(opts.pgliteDir, {
+      postgresqlconf: 'shared_buffers = 16MB\nwal_init_zero = off\nmarket_cache.revision = on',
+      loadDataDir,
+    });
     const db = drizzle({ client, schema });
     await migrate(db, { migrationsFolder: MIGRATIONS_DIR });
     // A new database gets its own id: one loaded from the template would otherwise share the
     // template's, and a market data cache (store/market-cache.ts) is keyed by it.
-    if (isNew) await client.exec('UPDATE market_revision SET store_id = gen_random_uuid()');
+    if (isNew) await client.exec('UPDATE market_revision SET store_id = gen_random_uuid(), token = gen_random_uuid()');
     const coordination: Coordination = {
       tryLeadership: async () => true,
       listen: async (channel, onNotice, onState) => {
@@ -411,13 +416,21 @@ export class DatabaseInUseError extends Error {
 }
 
 /**
+ * A path beside the embedded database's folder: `<dir without trailing slashes><suffix>`
+ * (the lock file `.lock`, the admin socket `.admin.sock`, the market data cache `.market-cache`).
+ */
+export function pgliteSibling(dir: string, suffix: string): string {
+  return `${dir.replace(/[\\/]+$/, '')}${suffix}`;
+}
+
+/**
  * PGlite is single-process: two processes on one folder would corrupt it. Takes a lock file
  * (`<dir>.lock` with the holder's pid); a lock left by a dead process is taken over.
  * @returns a function that releases the lock.
  * @throws DatabaseInUseError when a live process holds it.
  */
 function lockPglite(dir: string): () => void {
-  const file = `${dir.replace(/\/$/, '')}.lock`;
+  const file = pgliteSibling(dir, '.lock');
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       writeFileSync(file, String(process.pid), { flag: 'wx' });

@@ -244,21 +244,25 @@ export class MarketRepo {
   }
 
   /**
-   * The store's id and market revision (the `market_revision` row, migration 0005): the
-   * revision moves with every statement that writes a market table, in its transaction.
+   * The store's revision (the `market_revision` row, migration 0005, and the newest migration
+   * applied): on the embedded database every statement that writes a market table moves
+   * `revision` and `token`, in its transaction.
    * @throws when the row is missing (migrations not applied) or the database fails.
    */
   async revision(): Promise<StoreRevision> {
-    const rows = await this.db.select({ storeId: marketRevision.storeId, revision: marketRevision.revision }).from(marketRevision);
-    if (!rows[0]) throw new Error('market_revision has no row: the database is not migrated (migration 0005)');
-    return rows[0];
+    const res = (await this.db.execute(sql`select store_id::text as "storeId", revision::int8 as revision, token::text as token,
+        (select coalesce(max(created_at), 0)::text from drizzle.__drizzle_migrations) as migration
+      from ${marketRevision}`)) as unknown as { rows: { storeId: string; revision: number | string; token: string; migration: string }[] };
+    const r = res.rows[0];
+    if (!r) throw new Error('market_revision has no row: the database is not migrated (migration 0005)');
+    return { storeId: r.storeId, revision: Number(r.revision), token: r.token, migration: r.migration };
   }
 
   /**
    * {@link loadAll} through `cache`: the cached copy when it was taken at the store's current
    * revision, else the tables' content, then written to the cache (serialized before this
    * returns, written to disk in the background; a failed write goes to `onWriteError`).
-   * The revision is read before the tables, so a copy never claims a revision older than
+   * The revision is read before the tables, so a copy never claims a revision newer than
    * its content (docs/architecture.md, "Market data cache").
    * @returns the content, where it came from, and the cache write (settles when the file is
    *   written or the write failed; never rejects).

@@ -100,11 +100,16 @@ export const marketImports = pgTable('market_imports', {
 });
 
 /**
- * The revision of the market data: one row, whose `revision` is incremented by a statement
- * trigger on every INSERT, UPDATE, DELETE or TRUNCATE of `market_series`, `market_candles`,
- * `market_fear_greed`, `market_funding` and `market_chain_metrics`, in the writing
- * transaction (migration 0005). `store_id` is random per database. Together they tell whether
- * a copy of the market data (store/market-cache.ts) is still the store's content.
+ * The revision of the market data: one row. On the embedded database (PGlite, where the
+ * setting `market_cache.revision = on` is in its postgresql.conf: src/store/db.ts), a
+ * statement trigger on `market_series`, `market_candles`, `market_fear_greed`,
+ * `market_funding` and `market_chain_metrics` increments `revision` and draws a new random
+ * `token` on every INSERT, UPDATE, DELETE or TRUNCATE, in the writing transaction (migration
+ * 0005); on PostgreSQL the trigger does nothing, so concurrent writers never queue on this row.
+ * `store_id` is random per database. With the newest migration applied they tell whether a copy
+ * of the market data (store/market-cache.ts) is still the store's content. A migration that
+ * changes a market table keeps these triggers (drizzle-kit does not know them: re-create them
+ * when a table is re-created).
  */
 export const marketRevision = pgTable(
   'market_revision',
@@ -114,6 +119,9 @@ export const marketRevision = pgTable(
       .notNull()
       .default(sql`gen_random_uuid()`),
     revision: bigint('revision', { mode: 'number' }).notNull().default(0),
+    token: uuid('token')
+      .notNull()
+      .default(sql`gen_random_uuid()`),
   },
   (t) => [check('market_revision_one_row', sql`${t.id} = 1`)],
 );

@@ -112,13 +112,14 @@ async function pgliteCopy(cache: string, seq: number): Promise<string> {
       await core.stop();
     }
     try {
-      // The market data cache first (store/market-cache.ts): a copy of the folder is the same
-      // store at the same revision, so the copies start from it too.
-      if (existsSync(`${building}.market-cache`)) renameSync(`${building}.market-cache`, `${template}.market-cache`);
       renameSync(building, template);
+      // Its market data cache (store/market-cache.ts) too: a copy of the folder is the same
+      // store at the same revision, so the copies start from it.
+      if (existsSync(`${building}.market-cache`)) renameSync(`${building}.market-cache`, `${template}.market-cache`);
     } catch {
       rmSync(building, { recursive: true, force: true });
     }
+    rmSync(`${building}.market-cache`, { force: true });
   }
   const dir = path.join(cache, `harness-${process.pid}-${seq}`);
   cpSync(template, dir, { recursive: true });

@@ -1,6 +1,6 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -30,6 +30,11 @@ after(async () => {
   for (const d of open) await d.close();
   for (const d of tmp) rmSync(d, { recursive: true, force: true });
 });
+async function track(db: Promise<Database>): Promise<Database> {
+  const d = await db;
+  open.push(d);
+  return d;
+}
 function tempDir(): string {
   const d = mkdtempSync(path.join(tmpdir(), 'market-cache-'));
   tmp.push(d);
@@ -44,22 +49,60 @@ async function store(db: Database): Promise<MarketRepo> {
   return repo;
 }
 
-async function revisionMoves(db: Database): Promise<void> {
+const MARKET_TABLES = ['market_series', 'market_candles', 'market_fear_greed', 'market_funding', 'market_chain_metrics'];
+
+/** Writes of every kind to every market table, each checked to move (or, on PostgreSQL, not move) the revision. */
+async function revisionFollowsWrites(db: Database, moves: boolean): Promise<void> {
   const repo = await store(db);
   const r0 = await repo.revision();
   assert.match(r0.storeId, /^[0-9a-f-]{36}$/);
-  assert.ok(r0.revision > 0, 'the writes so far moved the revision');
-  await repo.writeFetched(BTC, { kind: 'candles', points: [candle('2025-01-03', 102)] });
-  const r1 = await repo.revision();
-  assert.ok(r1.revision > r0.revision, 'a new candle moves it');
-  await repo.recordError(BTC, 'upstream down');
-  const r2 = await repo.revision();
-  assert.ok(r2.revision > r1.revision, 'a series state update moves it');
-  await db.jobs.execute(sql`delete from market_candles where date = '2025-01-03'`);
-  const r3 = await repo.revision();
-  assert.ok(r3.revision > r2.revision, 'a delete moves it');
-  await db.jobs.execute(sql`truncate market_funding`);
-  assert.ok((await repo.revision()).revision > r3.revision, 'a truncate moves it');
+  assert.match(r0.migration, /^\d+$/);
+  const writes: [string, () => Promise<unknown>][] = [
+    ['insert candles', () => repo.writeFetched(BTC, { kind: 'candles', points: [candle('2025-01-03', 102)] })],
+    [
+      'insert fear & greed',
+      () =>
+        repo.writeFetched(
+          { ...BTC, series: 'fear_greed', kind: 'fear_greed', subject: null },
+          { kind: 'fear_greed', points: [{ date: '2025-01-01', value: 50, classification: 'Neutral', source: 'test' }] },
+        ),
+    ],
+    [
+      'insert funding',
+      () =>
+        repo.writeFetched(
+          { ...BTC, series: 'funding:bitcoin', kind: 'funding' },
+          { kind: 'funding', points: [{ date: '2025-01-01', rate: 0.0001, interval_hours: 8, prints: 3, source: 'test' }] },
+        ),
+    ],
+    [
+      'insert chain metric',
+      () =>
+        repo.writeFetched(
+          { ...BTC, series: 'metric:ethereum:tvl', kind: 'metric', subject: 'ethereum', metric: 'tvl' },
+          { kind: 'metric', points: [{ date: '2025-01-01', value: 1e9, source: 'test' }] },
+        ),
+    ],
+    ['update series state', () => repo.recordError(BTC, 'upstream down')],
+  ];
+  // A statement trigger fires even when no row matches: every table, every kind of statement.
+  for (const table of MARKET_TABLES) {
+    writes.push([`update ${table}`, () => db.jobs.execute(sql.raw(`update ${table} set source = source where false`))]);
+    writes.push([`delete ${table}`, () => db.jobs.execute(sql.raw(`delete from ${table} where false`))]);
+  }
+  // TRUNCATE last: it empties the tables (market_series last, as the others point at it).
+  for (const table of [...MARKET_TABLES.slice(1), 'market_series'])
+    writes.push([`truncate ${table}`, () => db.jobs.execute(sql.raw(`truncate ${table} cascade`))]);
+  for (const [what, write] of writes) {
+    const before = await repo.revision();
+    await write();
+    const after = await repo.revision();
+    assert.equal(after.storeId, before.storeId);
+    if (moves) {
+      assert.ok(after.revision > before.revision, `${what} moves the revision`);
+      assert.notEqual(after.token, before.token, `${what} draws a new token`);
+    } else assert.deepEqual(after, before, `${what} leaves market_revision alone on PostgreSQL`);
+  }
   // A write that rolls back leaves it where it was.
   const before = await repo.revision();
   await assert.rejects(
@@ -72,19 +115,18 @@ async function revisionMoves(db: Database): Promise<void> {
     /abort/,
   );
   assert.deepEqual(await repo.revision(), before);
-  assert.equal((await repo.revision()).storeId, r0.storeId);
 }
 
 describe('market data cache', () => {
-  test('PGlite: every statement writing the market tables moves the revision, a rolled-back one does not', async () => {
-    await revisionMoves(await openDatabase({ pgliteDir: 'memory://' }));
+  test('PGlite: every statement writing a market table moves the revision and the token, a rolled-back one does not', async () => {
+    await revisionFollowsWrites(await openDatabase({ pgliteDir: 'memory://' }), true);
   });
 
-  test('PostgreSQL: the same', async (t) => {
+  test('PostgreSQL: the triggers leave market_revision alone (no cache there; writers never queue on its row)', async (t) => {
     if (!(await postgresAvailable())) return t.skip(PG_SKIP);
     const pg = await createTempPgDatabase();
     after(pg.drop);
-    await revisionMoves(await openDatabase({ databaseUrl: pg.url, pgliteDir: 'memory://' }));
+    await revisionFollowsWrites(await openDatabase({ databaseUrl: pg.url, pgliteDir: 'memory://' }), false);
   });
 
   test('a copy is read only at the revision it was taken at; anything else reads the store', async () => {
@@ -146,6 +188,32 @@ describe('market data cache', () => {
     await r.written;
     assert.equal(r.from, 'store');
     assert.equal(errors.length, 1);
+  });
+
+  test('a copied database folder that diverges reaches the same revision number with another token: a miss', async () => {
+    const root = tempDir();
+    const first = await openDatabase({ pgliteDir: path.join(root, 'a') });
+    await store(first);
+    await first.close();
+    open.splice(open.indexOf(first), 1);
+    cpSync(path.join(root, 'a'), path.join(root, 'b'), { recursive: true });
+    const a = new MarketRepo((await track(openDatabase({ pgliteDir: path.join(root, 'a') }))).jobs);
+    const b = new MarketRepo((await track(openDatabase({ pgliteDir: path.join(root, 'b') }))).jobs);
+    const [ra, rb] = [await a.revision(), await b.revision()];
+    assert.deepEqual(rb, ra, 'a copy is the same store at the same revision');
+    await a.writeFetched(BTC, { kind: 'candles', points: [candle('2025-01-03', 102)] });
+    await b.writeFetched(BTC, { kind: 'candles', points: [candle('2025-01-03', 999)] });
+    const [wa, wb] = [await a.revision(), await b.revision()];
+    assert.equal(wa.storeId, wb.storeId);
+    assert.equal(wa.revision, wb.revision);
+    assert.notEqual(wa.token, wb.token);
+    const cache = new MarketCache<StoredMarket>(path.join(root, 'a.market-cache'));
+    await (
+      await a.loadAllCached(cache, (e) => assert.fail(String(e)))
+    ).written;
+    const fromB = await b.loadAllCached(cache, () => {});
+    assert.equal(fromB.from, 'store', "a's copy is not b's content");
+    assert.equal(fromB.data.candles.get('bitcoin')!.at(-1)!.close, 999);
   });
 
   test('the embedded database: a restart reads the copy next to PGLITE_DIR, equal to what the store gave', async () => {
