@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { isIPv6 } from 'node:net';
 import { adminSocketPath, startAdminChannel } from './admin/channel.ts';
 import { lazyIdentity, type LazyIdentity } from './auth/identity-lazy.ts';
-import { createJwtVerifier } from './auth/jwt.ts';
+import type { JWTVerifyGetKey } from 'jose';
+import type { JwtCheck } from './auth/jwt-check.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
 import { type Core, createCore, logPhase, prepareCore } from './core.ts';
@@ -29,6 +30,27 @@ async function bounded(check: () => Promise<boolean>, ms: number): Promise<boole
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The embedded provider's JWT check, with JOSE (src/auth/jwt.ts) imported on the first token
+ * to verify rather than at start-up (a token only exists after a sign-in). A failed import
+ * is not kept: the next token tries again.
+ */
+function lazyJwtVerifier(opts: { issuer: string; audience: string; jwks: JWTVerifyGetKey }): JwtCheck {
+  let made: Promise<JwtCheck> | null = null;
+  return {
+    verify(token) {
+      made ??= import('./auth/jwt.ts').then(
+        (m) => m.createJwtVerifier(opts),
+        (e: unknown) => {
+          made = null;
+          throw e;
+        },
+      );
+      return made.then((check) => check.verify(token));
+    },
+  };
 }
 
 /** Host names /mcp accepts besides loopback: PUBLIC_URL's host and MCP_ALLOWED_HOSTS. */
@@ -82,7 +104,7 @@ export async function createService(
         logPhase(core.log, 'identity', 'embedded identity provider ready', t0, { issuer: real.issuer });
         return real;
       });
-      core.access.useJwtVerifier(createJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }));
+      core.access.useJwtVerifier(lazyJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }));
     }
     const http = await buildHttpApp(
       {

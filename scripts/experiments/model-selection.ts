@@ -18,7 +18,13 @@ import { MODEL_V1, MODEL_V2_GRID, MODEL_V3_GRID, modelV2, modelV3, type SignalMo
 import { addDays } from '../../src/engine/util.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
 import { targets } from '../../src/services/backtest-format.ts';
-import { type AssetWindowMetrics, type BacktestReport, DEFAULT_FROM, WALK_FORWARD_FIRST_YEAR, withSeriesMemo } from '../../src/services/backtest.ts';
+import {
+  type AssetWindowMetrics,
+  type BacktestReport,
+  DEFAULT_FROM,
+  WALK_FORWARD_FIRST_YEAR,
+  withSeriesMemo,
+} from '../../src/services/backtest.ts';
 import { MarketService } from '../../src/services/market.ts';
 
 const OBJ = process.env.OBJ === 'long_flat' ? 'long_flat' : 'long_short';

@@ -1,7 +1,7 @@
 import type { JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
 import { DATABASE_DOWN_MESSAGE, isDependencyDown, loggableError, ServiceError } from '../errors.ts';
-import { IdentityProviderUnavailableError } from './jwt.ts';
+import { IdentityProviderUnavailableError } from './jwt-check.ts';
 
 // The embedded identity provider's public surface without better-auth: its constants, its
 // interface, its discovery document, and a provider created on first use. better-auth and its

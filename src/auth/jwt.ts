@@ -1,20 +1,7 @@
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { AuthError, IdentityProviderUnavailableError, type JwtCheck } from './jwt-check.ts';
 
-/** Verifies the JWT of a signed-in user; rejects with AuthError (IdentityProviderUnavailableError when the provider cannot be reached). */
-export interface JwtCheck {
-  /** @returns the subject (user id) and the `email` claim (or null). */
-  verify(token: string): Promise<{ sub: string; email: string | null }>;
-}
-
-/** A JWT was refused; the message is safe to show (it never contains the token). */
-export class AuthError extends Error {
-  override name = 'AuthError';
-}
-
-/** The identity provider (discovery document or JWKS) could not be reached: not the token's fault. */
-export class IdentityProviderUnavailableError extends AuthError {
-  override name = 'IdentityProviderUnavailableError';
-}
+export { AuthError, IdentityProviderUnavailableError, type JwtCheck };
 
 /** Network failures and JWKS time-outs, as opposed to a token that fails verification. */
 function isUnreachable(e: unknown): boolean {

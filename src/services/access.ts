@@ -1,5 +1,5 @@
 import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
-import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt.ts';
+import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt-check.ts';
 import type { Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
 import { type Admission, type Budget, type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';

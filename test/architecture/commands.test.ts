@@ -98,8 +98,9 @@ test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded 
       PGLITE_DIR: 'memory://',
       PORT: String(port),
       AUTH_SECRET: 'commands-test-secret-0123456789abcdef',
-      // better-auth/plugins: imported only by src/auth/identity.ts (the provider itself).
-      FORBID_MODULES: '@modelcontextprotocol/sdk,better-auth/plugins',
+      // better-auth/plugins: imported only by src/auth/identity.ts (the provider itself);
+      // jose: by the JWT verifier (src/auth/jwt.ts), made on the first token, and by better-auth.
+      FORBID_MODULES: '@modelcontextprotocol/sdk,better-auth/plugins,jose',
     },
   });
   let out = '';
@@ -126,6 +127,8 @@ test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded 
     assert.ok(listening > 0, out.slice(-2000));
     const forbidden = out.indexOf('FORBIDDEN MODULE better-auth/plugins');
     if (forbidden !== -1) assert.ok(forbidden > listening, 'better-auth is not loaded before the service listens');
+    const jose = out.indexOf('FORBIDDEN MODULE jose');
+    if (jose !== -1) assert.ok(jose > listening, 'JOSE is not loaded before the service listens');
     const signUp = await fetch(`${base}/auth/sign-up/email`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', origin: base },

@@ -1,0 +1,22 @@
+/**
+ * The JWT check's interface and errors, without JOSE: the access rules (services/access.ts) and
+ * the lazy identity provider import these at start-up, and `jose` (src/auth/jwt.ts) is loaded
+ * only when a verifier is made: with AUTH_ISSUER, or on the first JWT for the embedded
+ * provider (src/server.ts `lazyJwtVerifier`).
+ */
+
+/** Verifies the JWT of a signed-in user; rejects with AuthError (IdentityProviderUnavailableError when the provider cannot be reached). */
+export interface JwtCheck {
+  /** @returns the subject (user id) and the `email` claim (or null). */
+  verify(token: string): Promise<{ sub: string; email: string | null }>;
+}
+
+/** A JWT was refused; the message is safe to show (it never contains the token). */
+export class AuthError extends Error {
+  override name = 'AuthError';
+}
+
+/** The identity provider (discovery document or JWKS) could not be reached: not the token's fault. */
+export class IdentityProviderUnavailableError extends AuthError {
+  override name = 'IdentityProviderUnavailableError';
+}
