@@ -26,10 +26,11 @@ export interface BackfillResult {
  */
 export async function runBackfill(market: MarketService, history: HistoryRepo): Promise<BackfillResult[]> {
   const out: BackfillResult[] = [];
+  const states = await history.backfillStates();
   for (const a of market.data.assets) {
     const through = market.data.candles.get(a.asset)?.at(-1)?.date;
     if (!through) continue;
-    const state = await history.backfillState(a.asset);
+    const state = states.get(a.asset) ?? null;
     if (state && state.engineVersion === ENGINE_VERSION && state.throughDate >= through) {
       out.push({ asset: a.asset, inserted: 0, skipped: true });
       continue;

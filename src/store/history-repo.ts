@@ -19,6 +19,17 @@ export class HistoryRepo {
   constructor(private readonly db: Db) {}
 
   /**
+   * The backfill state of every asset in one query (the start-up's check: one round trip
+   * instead of one per asset), by asset.
+   */
+  async backfillStates(): Promise<Map<string, { throughDate: string; engineVersion: string }>> {
+    const rows = await this.db
+      .select({ asset: backfillState.asset, throughDate: backfillState.throughDate, engineVersion: backfillState.engineVersion })
+      .from(backfillState);
+    return new Map(rows.map((r) => [r.asset, { throughDate: r.throughDate, engineVersion: r.engineVersion }]));
+  }
+
+  /**
    * The backfill state of an asset, or null when it was never backfilled.
    */
   async backfillState(asset: string): Promise<{ throughDate: string; engineVersion: string } | null> {

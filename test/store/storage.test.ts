@@ -45,6 +45,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       assert.deepEqual(listed[2]!.factors, rows[0]!.factors);
       assert.equal(listed[2]!.previous_signal, null);
       assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
+      assert.deepEqual(await repo.backfillStates(), new Map([['bitcoin', { throughDate: '2024-02-10', engineVersion: 'v-test' }]]));
       // Window and limit.
       assert.deepEqual(
         (await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10, 'v-test')).map((r) => r.changed_at),
