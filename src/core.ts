@@ -184,14 +184,13 @@ export async function createCore(
     // the store's revision is unchanged (store/market-cache.ts): a restart reads one file.
     // Start-up only: the live ingest's reloads follow writes, which are misses anyway.
     const stored = new StoredMarketProvider(new MarketRepo(database.jobs));
-    const startLoad =
-      database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')
-        ? new StoredMarketProvider(new MarketRepo(database.jobs), {
-            cache: new MarketCache<StoredMarket>(pgliteSibling(config.PGLITE_DIR, '.market-cache')),
-            onWriteError: (e: unknown) =>
-              log.warn({ err: loggableError(e) }, 'market data cache not written; the next start reads the store'),
-          })
-        : stored;
+    const startLoad = database.folder
+      ? new StoredMarketProvider(new MarketRepo(database.jobs), {
+          cache: new MarketCache<StoredMarket>(pgliteSibling(database.folder, '.market-cache')),
+          onWriteError: (e: unknown) =>
+            log.warn({ err: loggableError(e) }, 'market data cache not written; the next start reads the store'),
+        })
+      : stored;
     // Timed apart from the series computation that follows it inside MarketService.create.
     const timedDataset: MarketDataProvider = {
       name: startLoad.name,

@@ -127,3 +127,36 @@ export function unexpectedError(err: unknown): ServiceError {
   if (isDependencyDown(err)) return new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
   return new ServiceError('INTERNAL_ERROR', 'Internal server error');
 }
+
+/**
+ * Memoizes an asynchronous creation (a module load, a provider): calls share one promise
+ * while it runs and after it succeeded. A failure is not kept for good: calls within
+ * `retryMs` of it get the same rejection (default 0: the next call tries again), later calls
+ * create anew. `onError` hears each failed creation once.
+ * @returns the memoized getter.
+ */
+export function memoRetrying<T>(
+  create: () => Promise<T>,
+  opts: { retryMs?: number; onError?: (err: unknown) => void } = {},
+): () => Promise<T> {
+  const retryMs = opts.retryMs ?? 0;
+  let created: Promise<T> | null = null;
+  let failed: { err: unknown; at: number } | null = null;
+  return () => {
+    if (created) return created;
+    if (failed && Date.now() - failed.at < retryMs) return Promise.reject(failed.err);
+    const attempt = create();
+    created = attempt;
+    attempt.then(
+      () => {
+        failed = null;
+      },
+      (err: unknown) => {
+        if (created === attempt) created = null;
+        failed = { err, at: Date.now() };
+        opts.onError?.(err);
+      },
+    );
+    return attempt;
+  };
+}

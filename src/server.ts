@@ -6,6 +6,7 @@ import type { JWTVerifyGetKey } from 'jose';
 import type { JwtCheck } from './auth/jwt-check.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
+import { memoRetrying } from './errors.ts';
 import { type Core, createCore, logPhase, prepareCore } from './core.ts';
 import { buildHttpApp } from './http/app.ts';
 import { hostName, mcpRoutes } from './mcp/http.ts';
@@ -38,19 +39,8 @@ async function bounded(check: () => Promise<boolean>, ms: number): Promise<boole
  * is not kept: the next token tries again.
  */
 function lazyJwtVerifier(opts: { issuer: string; audience: string; jwks: JWTVerifyGetKey }): JwtCheck {
-  let made: Promise<JwtCheck> | null = null;
-  return {
-    verify(token) {
-      made ??= import('./auth/jwt.ts').then(
-        (m) => m.createJwtVerifier(opts),
-        (e: unknown) => {
-          made = null;
-          throw e;
-        },
-      );
-      return made.then((check) => check.verify(token));
-    },
-  };
+  const check = memoRetrying(() => import('./auth/jwt.ts').then((m) => m.createJwtVerifier(opts)));
+  return { verify: (token) => check().then((c) => c.verify(token)) };
 }
 
 /** Host names /mcp accepts besides loopback: PUBLIC_URL's host and MCP_ALLOWED_HOSTS. */
@@ -150,7 +140,7 @@ export async function createService(
       });
     }
     // On PGlite this process holds the database alone: operator commands (users set-tier) reach it here.
-    if (core.database.kind === 'pglite' && !config.PGLITE_DIR.startsWith('memory://')) {
+    if (core.database.folder) {
       const socket = adminSocketPath(config.PGLITE_DIR);
       try {
         closeAdmin = await startAdminChannel(socket, async (email, tier) => {

@@ -1,6 +1,6 @@
 import type { JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import { DATABASE_DOWN_MESSAGE, isDependencyDown, loggableError, ServiceError } from '../errors.ts';
+import { DATABASE_DOWN_MESSAGE, isDependencyDown, loggableError, memoRetrying, ServiceError } from '../errors.ts';
 import { IdentityProviderUnavailableError } from './jwt-check.ts';
 
 // The embedded identity provider's public surface without better-auth: its constants, its
@@ -93,27 +93,11 @@ export function lazyIdentity(
   create: () => Promise<EmbeddedIdentity>,
 ): LazyIdentity {
   const baseUrl = opts.baseUrl.replace(/\/+$/, '');
-  const retryMs = opts.retryMs ?? LAZY_IDENTITY_RETRY_MS;
-  let created: Promise<EmbeddedIdentity> | null = null;
-  /** The last failed creation and when it failed: uses within `retryMs` get it without a new attempt. */
-  let failed: { err: unknown; at: number } | null = null;
-  const get = (): Promise<EmbeddedIdentity> => {
-    if (created) return created;
-    if (failed && Date.now() - failed.at < retryMs) return Promise.reject(failed.err);
-    const attempt = create();
-    created = attempt;
-    attempt.then(
-      () => {
-        failed = null;
-      },
-      (err: unknown) => {
-        if (created === attempt) created = null;
-        failed = { err, at: Date.now() };
-        opts.log.error({ err: loggableError(err) }, 'identity provider could not be created');
-      },
-    );
-    return attempt;
-  };
+  // A failure is kept `retryMs`, so a broken database is not hit on every request.
+  const get = memoRetrying(create, {
+    retryMs: opts.retryMs ?? LAZY_IDENTITY_RETRY_MS,
+    onError: (err) => opts.log.error({ err: loggableError(err) }, 'identity provider could not be created'),
+  });
   return {
     issuer: baseUrl,
     audience: opts.audience,

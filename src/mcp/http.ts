@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { loggableError, ServiceError } from '../errors.ts';
+import { loggableError, memoRetrying, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { PUBLIC_UNMETERED, refusalHeaders, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -13,23 +13,16 @@ import type { Services } from '../services/operation.ts';
  * loaded when first needed"; docs/benchmarks.md, "Start-up"). The first MCP request pays it
  * once. Rejects only if the modules cannot be loaded (a broken install).
  */
-export function loadMcpModules(): Promise<{
+export const loadMcpModules: () => Promise<{
   Transport: typeof import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js').WebStandardStreamableHTTPServerTransport;
   createMcpServer: typeof import('./server.ts').createMcpServer;
-}> {
-  if (!mcpModules) {
-    const loading = Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('./server.ts')]).then(
-      ([t, s]) => ({ Transport: t.WebStandardStreamableHTTPServerTransport, createMcpServer: s.createMcpServer }),
-    );
-    mcpModules = loading;
-    // A failed load (e.g. too many open files) is not kept: the next request tries again.
-    loading.catch(() => {
-      if (mcpModules === loading) mcpModules = undefined;
-    });
-  }
-  return mcpModules;
-}
-let mcpModules: ReturnType<typeof loadMcpModules> | undefined;
+}> = memoRetrying(() =>
+  // A failed load (e.g. too many open files) is not kept: the next request tries again.
+  Promise.all([import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'), import('./server.ts')]).then(([t, s]) => ({
+    Transport: t.WebStandardStreamableHTTPServerTransport,
+    createMcpServer: s.createMcpServer,
+  })),
+);
 
 /** Host names always accepted in `Host`/`Origin` by /mcp (loopback). */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;

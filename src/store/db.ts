@@ -20,6 +20,8 @@ export interface Database {
    */
   jobs: Db;
   kind: 'pglite' | 'postgres';
+  /** The embedded database's folder on disk, or null (PostgreSQL, or PGlite in memory): what its sibling files (pgliteSibling) sit beside. */
+  folder: string | null;
   /**
    * How an embedded database came to be at this open: 'template' (a new database loaded from
    * the pre-initialised template the build made, see pgliteTemplateFile), 'initdb' (a new
@@ -164,6 +166,7 @@ export async function openDatabase(opts: {
       db,
       jobs,
       kind: 'postgres',
+      folder: null,
       created: 'existing',
       coordination,
       close: async () => {
@@ -216,6 +219,7 @@ export async function openDatabase(opts: {
       db: db as unknown as Db,
       jobs: db as unknown as Db,
       kind: 'pglite',
+      folder: onDisk ? opts.pgliteDir : null,
       created: !isNew ? 'existing' : loadDataDir ? 'template' : 'initdb',
       coordination,
       close: async () => {
