@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
@@ -5,7 +6,7 @@ import { openDatabase, type Database } from '../../src/store/db.ts';
 import { HistoryRepo, type StoredChange } from '../../src/store/history-repo.ts';
 import { KeyRepo } from '../../src/store/key-repo.ts';
 import { UserRepo } from '../../src/store/user-repo.ts';
-import { signalHistory } from '../../src/store/schema.ts';
+import { apiKeys, appUsers, signalHistory } from '../../src/store/schema.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable } from '../helpers/env.ts';
 
 const change = (day: string, signal: StoredChange['signal'], prev: StoredChange['previous_signal']): StoredChange => ({
@@ -122,6 +123,39 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       assert.equal(new Date(ka.lastUsedAt!).toISOString(), '2026-01-02T00:05:00.000Z');
       assert.equal(kb.requestsTotal, 1);
       assert.equal(kb.requestsDay, 1);
+    });
+
+    test('key usage: flushes rewrite the key rows in place, so repeated flushes do not grow the table (migration 0006)', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      // 400 keys of 80 users, as the bench's key pools are made (KeyRepo.createKey allows 5 per user).
+      const users = Array.from({ length: 80 }, (_, u) => ({ id: `flush-${u}`, email: `flush-${u}@example.com`, tier: 'api' as const }));
+      await ctx.db.db.insert(appUsers).values(users);
+      const rows = Array.from({ length: 400 }, (_, i) => ({
+        userId: `flush-${Math.floor(i / 5)}`,
+        name: 'flush',
+        prefix: `svc_live_f${i}`,
+        keyHash: createHash('sha256').update(`flush-${i}`).digest('hex'),
+      }));
+      const ids = (await ctx.db.db.insert(apiKeys).values(rows).returning({ id: apiKeys.id })).map((r) => r.id);
+      const repo = new KeyRepo(ctx.db.db);
+      const flush = (n: number) =>
+        repo.addUsage(ids.map((keyId) => ({ keyId, requests: 1, day: '2026-01-03', lastUsedAt: new Date(Date.UTC(2026, 0, 3, 0, n)).toISOString() })));
+      /** Pages of the table's heap and of its indexes (main forks; the free space and visibility maps come and go). */
+      const pages = async () => {
+        const res = await ctx!.db.db.execute(sql`select pg_relation_size('api_keys')::bigint as heap, pg_indexes_size('api_keys')::bigint as idx`);
+        const r = (res as unknown as { rows: { heap: string | number; idx: string | number }[] }).rows[0]!;
+        return { heap: Number(r.heap) / 8192, indexes: Number(r.idx) / 8192 };
+      };
+      await flush(0);
+      const first = await pages();
+      for (let n = 1; n <= 30; n++) await flush(n);
+      // With full pages (fillfactor 100) each flush moved every row to another page and added an
+      // entry to each index: on PGlite 20 -> 221 heap pages over these flushes.
+      const last = await pages();
+      assert.ok(last.heap <= first.heap + 1, `heap pages ${first.heap} -> ${last.heap}`);
+      assert.equal(last.indexes, first.indexes);
+      const k = (await repo.listKeys('flush-0'))[0]!;
+      assert.equal(k.requestsTotal, 31);
     });
   });
 }
