@@ -139,10 +139,14 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       const ids = (await ctx.db.db.insert(apiKeys).values(rows).returning({ id: apiKeys.id })).map((r) => r.id);
       const repo = new KeyRepo(ctx.db.db);
       const flush = (n: number) =>
-        repo.addUsage(ids.map((keyId) => ({ keyId, requests: 1, day: '2026-01-03', lastUsedAt: new Date(Date.UTC(2026, 0, 3, 0, n)).toISOString() })));
+        repo.addUsage(
+          ids.map((keyId) => ({ keyId, requests: 1, day: '2026-01-03', lastUsedAt: new Date(Date.UTC(2026, 0, 3, 0, n)).toISOString() })),
+        );
       /** Pages of the table's heap and of its indexes (main forks; the free space and visibility maps come and go). */
       const pages = async () => {
-        const res = await ctx!.db.db.execute(sql`select pg_relation_size('api_keys')::bigint as heap, pg_indexes_size('api_keys')::bigint as idx`);
+        const res = await ctx!.db.db.execute(
+          sql`select pg_relation_size('api_keys')::bigint as heap, pg_indexes_size('api_keys')::bigint as idx`,
+        );
         const r = (res as unknown as { rows: { heap: string | number; idx: string | number }[] }).rows[0]!;
         return { heap: Number(r.heap) / 8192, indexes: Number(r.idx) / 8192 };
       };
