@@ -338,6 +338,18 @@ export function shuffle<T>(xs: readonly T[]): T[] {
   return a;
 }
 
+/**
+ * The throughput ratio `a / b` of each round (the two runs of a round are seconds apart, so a
+ * machine that speeds up or slows down over the comparison moves both), as
+ * "per round lo-hi (median m)". Printed beside the ratio of the medians, which the verdicts use.
+ */
+export function perRound(m: Map<string, Medians>, a: string, b: string): string {
+  const ra = m.get(a)!.runs;
+  const rb = m.get(b)!.runs;
+  const rs = ra.map((r, i) => r.rps / rb[i]!.rps).sort((p, q) => p - q);
+  return `per round ${rs[0]!.toFixed(2)}-${rs[rs.length - 1]!.toFixed(2)}x (median ${median(rs).toFixed(2)}x)`;
+}
+
 /** One line of a run's figures. */
 export function runLine(name: string, r: RunResult): string {
   const warn = r.non2xx + r.socketErrors > 0 ? `  WARNING: ${r.non2xx} non-2xx, ${r.socketErrors} socket errors` : '';
