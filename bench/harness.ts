@@ -57,25 +57,26 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * The node options of `npm start` in checkout `root` (package.json's `start` script, e.g. the V8 heap ceiling
- * `--max-old-space-size`), so the bench starts the service as `npm start` does.
+ * The node options of package.json's `script` (`start` or `cli`) in checkout `root`, e.g. the
+ * V8 heap ceiling `--max-old-space-size` or `--liftoff-only`, so the bench starts a command as
+ * `npm start` / `npm run cli` does. An older checkout's script may have fewer.
  */
-export function startNodeOptions(root = ROOT_DIR): string[] {
+export function scriptNodeOptions(script: 'start' | 'cli', root = ROOT_DIR): string[] {
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const argv = pkg.scripts.start!.split(/\s+/);
+  const argv = (pkg.scripts[script] ?? '').split(/\s+/);
   return argv.slice(argv.indexOf('node') + 1).filter((a) => a.startsWith('--'));
 }
 
 /**
  * How the service is started: `node <npm start's node options> dist/cli.js serve` when the
  * compiled JavaScript exists (production, as `npm start`), else `node --import tsx src/cli.ts
- * serve`. `sub` replaces `serve` (e.g. `mcp --stdio`, started as `npm run cli` does: without
- * npm start's options). Returns the argv (first element: the node binary).
+ * serve`. `sub` replaces `serve` (e.g. `mcp --stdio`, started as `npm run cli` does, with
+ * its node options instead of npm start's). Returns the argv (first element: the node binary).
  */
 export function serviceCommand(...sub: string[]): string[] {
   if (sub.length === 0) sub = ['serve'];
   const extra = [
-    ...(sub[0] === 'serve' ? startNodeOptions() : []),
+    ...scriptNodeOptions(sub[0] === 'serve' ? 'start' : 'cli'),
     ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []),
   ];
   return existsSync(path.join(ROOT_DIR, 'dist', 'cli.js'))

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ROOT_DIR } from '../src/config.ts';
-import { freePort, startNodeOptions } from './harness.ts';
+import { freePort, scriptNodeOptions } from './harness.ts';
 
 /** One start: time to the first 200 on /readyz (or to `initialize`), ms; peak RSS, MB; the 1-minute load average when it ended. */
 export interface StartFigure {
@@ -142,12 +142,13 @@ export async function benchStartup(opts: { command?: string[]; root?: string; wa
   const command = opts.command ?? defaultCommand(root);
   // `serve` as `npm start` runs it (with its node options) unless a command was given;
   // `mcp --stdio` as `npm run cli` runs it.
-  const serveCommand =
-    opts.command || process.env.STARTUP_COMMAND ? command : [command[0]!, ...startNodeOptions(root), ...command.slice(1)];
+  const given = Boolean(opts.command || process.env.STARTUP_COMMAND);
+  const serveCommand = given ? command : [command[0]!, ...scriptNodeOptions('start', root), ...command.slice(1)];
+  const cliCommand = given ? command : [command[0]!, ...scriptNodeOptions('cli', root), ...command.slice(1)];
   const tmp = mkdtempSync(path.join(tmpdir(), 'bench-startup-'));
   const dir = path.join(tmp, 'pglite');
   try {
-    console.log(`# start-up of \`${serveCommand.join(' ')} serve\` and \`${command.join(' ')} mcp --stdio\` in ${root}`);
+    console.log(`# start-up of \`${serveCommand.join(' ')} serve\` and \`${cliCommand.join(' ')} mcp --stdio\` in ${root}`);
     const first = await serveOnce(serveCommand, root, dir);
     console.log(`first start (fresh embedded database) to 200 on /readyz: ${fmt(first)}`);
     const warm: StartFigure[] = [];
@@ -158,7 +159,7 @@ export async function benchStartup(opts: { command?: string[]; root?: string; wa
     }
     const sorted = warm.map((w) => w.ms).sort((a, b) => a - b);
     const warmMedianMs = sorted[Math.floor(sorted.length / 2)] ?? NaN;
-    const stdio = await stdioOnce(command, root, dir);
+    const stdio = await stdioOnce(cliCommand, root, dir);
     console.log(
       `stdio MCP (warm) initialize answered: ${fmt(stdio)}; first tools/call get_signals at ${(stdio.firstCallMs / 1000).toFixed(2)} s`,
     );

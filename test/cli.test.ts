@@ -81,6 +81,27 @@ test('help, help <command> and --version print and exit 0', async () => {
   assert.match(flagHelp.stdout, /Usage: .*set-tier/);
 });
 
+test('the node options of `npm start` and `npm run cli` (V8 flags such as --liftoff-only) are accepted by this Node', async () => {
+  const scripts = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  for (const name of ['start', 'cli']) {
+    const argv = scripts[name]!.split(/\s+/);
+    const options = argv.slice(argv.indexOf('node') + 1).filter((a) => a.startsWith('--'));
+    assert.ok(options.includes('--liftoff-only'), `${name}: ${scripts[name]}`);
+    // A flag this Node's V8 does not know makes node exit 9 ("bad option") before any code runs.
+    const run = await new Promise<Run>((resolve, reject) => {
+      const child = spawn(process.execPath, [...options, '-e', 'process.stdout.write("ok")']);
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    assert.equal(run.code, 0, `${name} (${options.join(' ')}): ${run.stderr}`);
+    assert.equal(run.stdout, 'ok');
+  }
+});
+
 test('an unknown command, an unknown option, a bad tier and `mcp` without --stdio exit 2 with a clear error', async () => {
   const [cmd, opt, tier, missing, mcp] = await Promise.all([
     cli(['servr']),
