@@ -11,6 +11,7 @@ import { authUser } from '../src/store/auth-schema.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
 import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
+import { scriptNodeOptions } from './helpers/node-options.ts';
 
 /**
  * The command line as a user meets it (src/cli.ts, run as a child process): help, version and
@@ -81,25 +82,41 @@ test('help, help <command> and --version print and exit 0', async () => {
   assert.match(flagHelp.stdout, /Usage: .*set-tier/);
 });
 
-test('the node options of `npm start` and `npm run cli` (V8 flags such as --liftoff-only) are accepted by this Node', async () => {
-  const scripts = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  for (const name of ['start', 'cli']) {
-    const argv = scripts[name]!.split(/\s+/);
-    const options = argv.slice(argv.indexOf('node') + 1).filter((a) => a.startsWith('--'));
-    assert.ok(options.includes('--liftoff-only'), `${name}: ${scripts[name]}`);
-    // A flag this Node's V8 does not know makes node exit 9 ("bad option") before any code runs.
-    const run = await new Promise<Run>((resolve, reject) => {
-      const child = spawn(process.execPath, [...options, '-e', 'process.stdout.write("ok")']);
+test('the node options of `npm start` and `npm run cli` are accepted by this Node, and PGlite compiles under --liftoff-only', async () => {
+  /** Runs node with `args`, killed after 120 s. */
+  const node = (args: string[]) =>
+    new Promise<Run>((resolve, reject) => {
+      const child = spawn(process.execPath, args, { cwd: ROOT_DIR });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));
       child.stderr.on('data', (d) => (stderr += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
       child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      });
     });
+  for (const name of ['start', 'cli'] as const) {
+    const options = scriptNodeOptions(name);
+    assert.ok(options.includes('--liftoff-only'), `${name}: ${options.join(' ')}`);
+    // A flag this Node's V8 does not know makes node exit 9 ("bad option") before any code runs.
+    const run = await node([...options, '-e', 'process.stdout.write("ok")']);
     assert.equal(run.code, 0, `${name} (${options.join(' ')}): ${run.stderr}`);
     assert.equal(run.stdout, 'ok');
   }
+  // --liftoff-only makes a function the baseline compiler cannot compile a fatal error instead
+  // of a fallback: compile every function of PGlite's module up front (no lazy compilation).
+  const wasm = path.join(ROOT_DIR, 'node_modules', '@electric-sql', 'pglite', 'dist', 'pglite.wasm');
+  const compiled = await node([
+    ...scriptNodeOptions('cli'),
+    '--no-wasm-lazy-compilation',
+    '-e',
+    `WebAssembly.compile(require('fs').readFileSync(${JSON.stringify(wasm)})).then((m) => process.stdout.write(String(WebAssembly.Module.exports(m).length)))`,
+  ]);
+  assert.equal(compiled.code, 0, compiled.stderr);
+  assert.ok(Number(compiled.stdout) > 1000, compiled.stdout);
 });
 
 test('an unknown command, an unknown option, a bad tier and `mcp` without --stdio exit 2 with a clear error', async () => {

@@ -9,6 +9,7 @@ import { createService, type Service } from '../../src/server.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+import { scriptNodeOptions } from '../helpers/node-options.ts';
 
 /**
  * Starts `npm run cli -- mcp --stdio` (the same command as the README) as a real child
@@ -17,7 +18,8 @@ import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '..
 async function stdioClient(env: Record<string, string>): Promise<Client & { stderr(): string }> {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
+    // npm run cli's node options (--liftoff-only), then the sources through tsx.
+    args: [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
     cwd: ROOT_DIR,
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env },
     stderr: 'pipe',
