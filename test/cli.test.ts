@@ -113,7 +113,8 @@ test('the node options of `npm start` and `npm run cli` are accepted by this Nod
     ...scriptNodeOptions('cli'),
     '--no-wasm-lazy-compilation',
     '-e',
-    `WebAssembly.compile(require('fs').readFileSync(${JSON.stringify(wasm)})).then((m) => process.stdout.write(String(WebAssembly.Module.exports(m).length)))`,
+    // Synchronous: on Node 24 the process exits before WebAssembly.compile's promise settles.
+    `const m = new WebAssembly.Module(require('fs').readFileSync(${JSON.stringify(wasm)})); process.stdout.write(String(WebAssembly.Module.exports(m).length))`,
   ]);
   assert.equal(compiled.code, 0, compiled.stderr);
   assert.ok(Number(compiled.stdout) > 1000, compiled.stdout);
