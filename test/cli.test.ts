@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -11,7 +10,7 @@ import { authUser } from '../src/store/auth-schema.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
 import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
-import { scriptNodeOptions } from './helpers/node-options.ts';
+import { type NodeRun, runNode, scriptNodeOptions } from './helpers/node-options.ts';
 
 /**
  * The command line as a user meets it (src/cli.ts, run as a child process): help, version and
@@ -30,36 +29,9 @@ function tmpDir(): string {
   return d;
 }
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * Runs the CLI with `args` and only `env` (plus PATH); bounded by `timeoutMs`. With `until`,
- * the child is stopped (SIGTERM) once its stdout matches, and the result is returned then.
- */
-function cli(args: string[], env: Record<string, string> = {}, opts: { timeoutMs?: number; until?: RegExp } = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), ...args], {
-      cwd: ROOT_DIR,
-      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-      if (opts.until?.test(stdout)) child.kill('SIGTERM');
-    });
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** Runs the CLI (src/cli.ts through tsx) with `args` and only `env` (plus PATH); see runNode. */
+function cli(args: string[], env: Record<string, string> = {}, opts: { timeoutMs?: number; until?: RegExp } = {}): Promise<NodeRun> {
+  return runNode(['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), ...args], env, opts);
 }
 
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string }).version;
@@ -83,33 +55,18 @@ test('help, help <command> and --version print and exit 0', async () => {
 });
 
 test('the node options of `npm start` and `npm run cli` are accepted by this Node, and PGlite compiles under --liftoff-only', async () => {
-  /** Runs node with `args`, killed after 120 s. */
-  const node = (args: string[]) =>
-    new Promise<Run>((resolve, reject) => {
-      const child = spawn(process.execPath, args, { cwd: ROOT_DIR });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-      child.on('error', reject);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
   for (const name of ['start', 'cli'] as const) {
     const options = scriptNodeOptions(name);
     assert.ok(options.includes('--liftoff-only'), `${name}: ${options.join(' ')}`);
     // A flag this Node's V8 does not know makes node exit 9 ("bad option") before any code runs.
-    const run = await node([...options, '-e', 'process.stdout.write("ok")']);
+    const run = await runNode([...options, '-e', 'process.stdout.write("ok")']);
     assert.equal(run.code, 0, `${name} (${options.join(' ')}): ${run.stderr}`);
     assert.equal(run.stdout, 'ok');
   }
   // --liftoff-only makes a function the baseline compiler cannot compile a fatal error instead
   // of a fallback: compile every function of PGlite's module up front (no lazy compilation).
   const wasm = path.join(ROOT_DIR, 'node_modules', '@electric-sql', 'pglite', 'dist', 'pglite.wasm');
-  const compiled = await node([
+  const compiled = await runNode([
     ...scriptNodeOptions('cli'),
     '--no-wasm-lazy-compilation',
     '-e',

@@ -10,6 +10,7 @@ import { ROOT_DIR } from '../../src/config.ts';
 import { openDatabase } from '../../src/store/db.ts';
 import { UserRepo } from '../../src/store/user-repo.ts';
 import { freePort } from '../helpers/faults.ts';
+import { type NodeRun, runNode } from '../helpers/node-options.ts';
 
 /**
  * `mcp --stdio`, `backfill` and `users set-tier` are built on createCore only: they never load
@@ -24,23 +25,9 @@ after(() => {
   for (const d of tmp) rmSync(d, { recursive: true, force: true });
 });
 
-function cli(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--import', HOOK, path.join(ROOT_DIR, 'src', 'cli.ts'), ...args], {
-      cwd: ROOT_DIR,
-      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** Runs the CLI through tsx with the forbid-modules hook and only `env` (plus PATH); see runNode. */
+function cli(args: string[], env: Record<string, string>): Promise<NodeRun> {
+  return runNode(['--import', 'tsx', '--import', HOOK, path.join(ROOT_DIR, 'src', 'cli.ts'), ...args], env);
 }
 
 test('the hook works: a command that needs Fastify fails when Fastify is forbidden', async () => {
