@@ -159,6 +159,19 @@ export function memMb(pid: number): { peak: number; now: number } {
   return { peak: mb('VmHWM'), now: mb('VmRSS') };
 }
 
+/**
+ * Steal time of the server core (`cpu<BENCH_SERVER_CPU>` in /proc/stat when pinned, else all
+ * cores), µs: time the hypervisor gave this virtual CPU's slot to something else.
+ */
+export function stealMicros(): number {
+  const name = PIN ? `cpu${SERVER_CPU}` : 'cpu';
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${name} `));
+  // cpuN user nice system idle iowait irq softirq steal ...
+  return line ? (Number(line.trim().split(/\s+/)[8]) * 1e6) / CLK_TCK : NaN;
+}
+
 /** CPU time (user + system, all threads) a process has used so far, microseconds. */
 export function cpuMicros(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -191,8 +204,21 @@ export interface RunResult {
   socketErrors: number;
   /** Server CPU (user + system) over the run per request served, µs; NaN without a pid. */
   cpuUs: number;
-  /** Requests per bucket of `bucketSeconds` wall-clock seconds (first and last, partial, dropped). */
+  /**
+   * Requests per second in each bucket of `bucketSeconds` wall-clock seconds (first and last,
+   * partial, dropped; a bucket without a response counts as 0).
+   */
   buckets: number[];
+  /**
+   * Per bucket (same order as `buckets`), read from /proc at the bucket's edges: the server's
+   * CPU µs per request, its CPU as % of one core, and the steal time of its core (% of the
+   * bucket; the time the hypervisor ran something else) when the server is pinned. A dip with
+   * less server CPU or with steal is the machine; a dip at full CPU with more CPU per request
+   * is work in the server or a slower core (on this VM the bare route's CPU per request moved
+   * 35-49 µs between intervals with no steal: compare with the section's bare-route control).
+   * NaN where a bucket edge was not sampled.
+   */
+  bucketCpu: { cpuUsPerReq: number; cpuPct: number; stealPct: number }[];
 }
 
 const luaString = (s: string) => `[==[${s}]==]`;
@@ -246,11 +272,14 @@ function done(summary, latency, requests)
   for k in pairs(all) do table.insert(keys, k) end
   table.sort(keys)
   local counts = {}
-  for j = 2, #keys - 1 do table.insert(counts, tostring(all[keys[j]])) end
+  -- Every slot from the second to the last but one, a slot without a single response as 0.
+  if #keys >= 3 then
+    for k = keys[1] + 1, keys[#keys] - 1 do table.insert(counts, tostring(all[k] or 0)) end
+  end
   local e = summary.errors
-  io.write(string.format('BENCH_JSON {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"status":%d,"socket":%d,"buckets":[%s]}\\n',
+  io.write(string.format('BENCH_JSON {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"status":%d,"socket":%d,"buckets":[%s],"first_bucket":%d}\\n',
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), e.status,
-    e.connect + e.read + e.write + e.timeout, table.concat(counts, ",")))
+    e.connect + e.read + e.write + e.timeout, table.concat(counts, ","), #keys >= 3 and keys[1] + 1 or -1))
 end
 `;
 }
@@ -266,6 +295,18 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
   const argv = [WRK, '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, `${url}${spec.path}`];
   const cmd = PIN ? ['taskset', '-c', LOAD_CPU, ...argv] : argv;
   const cpu0 = pid ? cpuMicros(pid) : NaN;
+  // Server CPU and the core's steal time at every wall-clock bucket edge (the Lua script's
+  // buckets are floor(os.time() / bucketSeconds), the same epoch seconds).
+  const edges = new Map<number, { cpu: number; steal: number }>();
+  let edgeTimer: NodeJS.Timeout | undefined;
+  if (bucketSeconds > 0 && pid) {
+    const sample = () => {
+      const slot = Math.floor(Date.now() / 1000 / bucketSeconds);
+      if (!edges.has(slot)) edges.set(slot, { cpu: cpuMicros(pid), steal: stealMicros() });
+      edgeTimer = setTimeout(sample, (slot + 1) * bucketSeconds * 1000 - Date.now() + 2);
+    };
+    edgeTimer = setTimeout(sample, (Math.floor(Date.now() / 1000 / bucketSeconds) + 1) * bucketSeconds * 1000 - Date.now() + 2);
+  }
   const out = await new Promise<string>((resolve, reject) => {
     const p = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -276,6 +317,7 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
     p.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`wrk exited with ${code}: ${stderr}${stdout}`))));
   });
   const cpu1 = pid ? cpuMicros(pid) : NaN;
+  clearTimeout(edgeTimer);
   const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
   if (!line) throw new Error(`wrk printed no result:\n${out}`);
   const j = JSON.parse(line.slice('BENCH_JSON '.length)) as {
@@ -286,8 +328,20 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
     status: number;
     socket: number;
     buckets: number[];
+    first_bucket?: number;
   };
   const secs = j.duration_us / 1e6;
+  const bucketCpu = j.buckets.map((n, i) => {
+    const a = edges.get((j.first_bucket ?? NaN) + i);
+    const b = edges.get((j.first_bucket ?? NaN) + i + 1);
+    if (!a || !b) return { cpuUsPerReq: NaN, cpuPct: NaN, stealPct: NaN };
+    const us = bucketSeconds * 1e6;
+    return {
+      cpuUsPerReq: (b.cpu - a.cpu) / Math.max(n, 1),
+      cpuPct: (100 * (b.cpu - a.cpu)) / us,
+      stealPct: (100 * (b.steal - a.steal)) / us,
+    };
+  });
   return {
     requests: j.requests,
     seconds: secs,
@@ -298,6 +352,7 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
     socketErrors: j.socket,
     cpuUs: (cpu1 - cpu0) / Math.max(j.requests, 1),
     buckets: j.buckets.map((b) => b / bucketSeconds),
+    bucketCpu,
   };
 }
 
