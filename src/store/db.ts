@@ -64,7 +64,7 @@ export interface Coordination {
 }
 
 /** The advisory-lock key of the live-ingest leader (any constant unique to this service). */
-const LEADER_LOCK_KEY = 727302;
+export const LEADER_LOCK_KEY = 727302;
 /** The advisory-lock key held shared by every instance subscribed to notices (Coordination.presence). */
 const PRESENCE_LOCK_KEY = 727303;
 /** Bound on the dedicated coordination connection's waits, ms. */
