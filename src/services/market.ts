@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import { CHAIN_HEALTH_METRICS, computeChainHealthSeries } from '../engine/chain-health.ts';
 import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
@@ -9,7 +10,6 @@ import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider, SeriesFreshness } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
 import { staleness, staleReason, type FreshnessInput } from './freshness.ts';
-import { trackRecord } from './backtest.ts';
 import type { TrackRecordData } from './schemas/track-record.ts';
 import { fresh, type Served } from './served.ts';
 import type {
@@ -26,6 +26,50 @@ import type {
 
 /** A payload with its JSON text, and whether it came from the cache (filled before this call). */
 export type Cached<T> = Served<T>;
+
+/** Bound on one computation of the track record in its worker thread, ms. */
+export const TRACK_RECORD_TIMEOUT_MS = 60_000;
+
+/**
+ * Computes `trackRecord` (services/backtest.ts) for `data` in a worker thread: the compiled
+ * services/track-record-worker.js next to this file (what `npm start` runs), or, running from
+ * the TypeScript sources (tsx: the tests, `npm run dev`), the .ts source with tsx's loader
+ * registered in the worker first (Node 20 does not apply a parent's `--import tsx` to a
+ * worker's entry file). The worker is terminated after `timeoutMs`.
+ * @throws ServiceError SERVICE_UNAVAILABLE when the worker fails, exits without an answer or
+ *   times out.
+ */
+export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_TIMEOUT_MS): Promise<TrackRecordData> {
+  const fromSource = import.meta.url.endsWith('.ts');
+  const entry = new URL(`./track-record-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
+  return new Promise((resolve, reject) => {
+    const worker = fromSource
+      ? new Worker(
+          `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(entry.href)}); })`,
+          { eval: true, workerData: data },
+        )
+      : new Worker(entry, { workerData: data });
+    let settled = false;
+    const fail = (why: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      void worker.terminate();
+      reject(new ServiceError('SERVICE_UNAVAILABLE', `The track record could not be computed (${why}); try again in a minute`));
+    };
+    const timer = setTimeout(() => fail(`no result within ${timeoutMs / 1000} s`), timeoutMs);
+    timer.unref();
+    worker.once('message', (value: TrackRecordData) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(value);
+      void worker.terminate();
+    });
+    worker.once('error', (err) => fail(err instanceof Error ? err.message : String(err)));
+    worker.once('exit', (code) => fail(`the worker exited with code ${code}`));
+  });
+}
 
 /** Index of the candle dated `date` searching backwards from `from`, or -1. */
 function findDay(candles: Candle[], from: number, date: string): number {
@@ -130,6 +174,11 @@ export class MarketService {
   #state: MarketState;
   /** Answers by question, as served from the cache (one object per answer, so edges can memoize on it, e.g. its ETag). */
   #memo = new Map<string, Cached<unknown>>();
+  /**
+   * The track record of the current data, computed or being computed (`trackRecord`); reset by
+   * `reload`, not by a change of the reference day (it depends on the data only).
+   */
+  #trackRecord: { promise: Promise<{ value: TrackRecordData; json: string }> } | null = null;
   /** The reference day the memo was filled for (see `referenceDay`). */
   #memoReference = '';
 
@@ -220,6 +269,7 @@ export class MarketService {
     const next = computeState(data);
     this.#state = next;
     this.#memo = new Map();
+    this.#trackRecord = null;
   }
 
   /**
@@ -535,11 +585,28 @@ export class MarketService {
 
   /**
    * The published track record (GET /track-record): the walk-forward backtest and the live
-   * period of the served model. Computed on first use (a few seconds: three whole-history
-   * series per parameter set) and then served from the memo.
+   * period of the served model. Computed on first use after a start or a reload, in a worker
+   * thread (services/track-record-worker.ts: 2-3 s of CPU over three whole-history series per
+   * parameter set, which on the main thread held every other request that long), then served
+   * from the memo until the next reload. Concurrent first requests share one computation.
+   * @throws ServiceError SERVICE_UNAVAILABLE when the worker fails or takes longer than
+   *   TRACK_RECORD_TIMEOUT_MS (nothing is memoized then: the next request tries again).
    */
-  trackRecord(): Cached<TrackRecordData> {
-    return this.#cached('track-record', () => trackRecord(this));
+  async trackRecord(): Promise<Cached<TrackRecordData>> {
+    let entry = this.#trackRecord;
+    const first = entry === null;
+    if (entry === null) {
+      const computing: { promise: Promise<{ value: TrackRecordData; json: string }> } = {
+        promise: trackRecordOffThread(this.#state.data).then((value) => ({ value, json: JSON.stringify(value) })),
+      };
+      entry = computing;
+      this.#trackRecord = computing;
+      computing.promise.catch(() => {
+        if (this.#trackRecord === computing) this.#trackRecord = null;
+      });
+    }
+    const { value, json } = await entry.promise;
+    return { value, json, cached: !first };
   }
 
   /**

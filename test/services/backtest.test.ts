@@ -12,9 +12,11 @@ import { ROOT_DIR } from '../../src/config.ts';
 import { CURRENT_LIVE_FROM, CURRENT_MODEL, MODEL_V3 } from '../../src/engine/signal.ts';
 import { addDays } from '../../src/engine/util.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
-import { chooseBands, runBacktest } from '../../src/services/backtest.ts';
+import { chooseBands, runBacktest, trackRecord } from '../../src/services/backtest.ts';
 import { targets } from '../../src/services/backtest-format.ts';
-import { MarketService } from '../../src/services/market.ts';
+import { MarketService, trackRecordOffThread } from '../../src/services/market.ts';
+import { ServiceError } from '../../src/errors.ts';
+import type { MarketData } from '../../src/providers/port.ts';
 
 const tmp: string[] = [];
 after(() => {
@@ -131,5 +133,44 @@ describe('backtest driver', () => {
     assert.equal(v1.pooled.levels.strong_sell, 0);
     assert.ok(v2.pooled.levels.strong_sell > 0);
     assert.ok(v2.pooled.level_changes < v1.pooled.level_changes / 3);
+  });
+});
+
+describe('the track record served by MarketService (GET /api/v1/track-record)', () => {
+  let market: MarketService;
+  before(async () => {
+    market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), null);
+  });
+
+  test('is computed in a worker thread: the event loop keeps turning, the figures are those of trackRecord', async () => {
+    // Timers keep firing while the worker computes (on the main thread, the 2-3 s of CPU held
+    // every request of the service that long).
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    const [first, shared] = await Promise.all([market.trackRecord(), market.trackRecord()]);
+    clearInterval(timer);
+    assert.ok(ticks >= 10, `the event loop turned only ${ticks} times while the track record was computed`);
+    assert.equal(first.cached, false);
+    assert.equal(shared.cached, true, 'a concurrent first request shares the one computation');
+    assert.equal(first.json, shared.json);
+    assert.deepEqual(JSON.parse(first.json), JSON.parse(JSON.stringify(trackRecord(market))), 'the same figures as on the calling thread');
+    const again = await market.trackRecord();
+    assert.equal(again.cached, true, 'then served from the memo');
+    assert.equal(again.json, first.json);
+  });
+
+  test('a reload computes it again; a failed or late worker is SERVICE_UNAVAILABLE and memoizes nothing', async () => {
+    const before = await market.trackRecord();
+    market.reload(market.data);
+    const recomputed = await market.trackRecord();
+    assert.equal(recomputed.cached, false, 'a reload drops the memo');
+    assert.equal(recomputed.json, before.json, 'same data, same figures');
+
+    await assert.rejects(trackRecordOffThread({} as MarketData), (e: unknown) => {
+      assert.ok(e instanceof ServiceError && e.code === 'SERVICE_UNAVAILABLE', String(e));
+      assert.match(e.message, /could not be computed .*try again/);
+      return true;
+    });
+    await assert.rejects(trackRecordOffThread(market.data, 1), /no result within 0\.001 s/);
   });
 });
