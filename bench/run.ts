@@ -17,7 +17,7 @@
 // access-log line, the same headers); the bare SDK MCP server (bench/bare-mcp.ts); the service
 // (serviceCommand(): compiled dist/cli.js when present, else src/cli.ts through tsx).
 //
-// BENCH_ONLY=rest,redis,mcp,keys10k,signin,startup,backfill,ingest,dashboard,flush picks
+// BENCH_ONLY=rest,redis,mcp,keys10k,signin,startup,backfill,ingest,dashboard,flush,trackrecord picks
 // sections (default: all). Other knobs: BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONNECTIONS,
 // BENCH_ROUNDS, BENCH_LONG_SECONDS, BENCH_LONG_CONTROL, BENCH_PIN, BENCH_PG_URL, BENCH_REDIS_URL (bench/harness.ts).
 import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +31,7 @@ import { generateKey } from '../src/auth/api-keys.ts';
 import { TIER_LIMITS } from '../src/auth/tiers.ts';
 import { runBackfill } from '../src/jobs/backfill.ts';
 import { DatasetProvider } from '../src/providers/dataset/dataset.ts';
+import { trackRecord } from '../src/services/backtest.ts';
 import { MarketService } from '../src/services/market.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { HistoryRepo } from '../src/store/history-repo.ts';
@@ -62,7 +63,19 @@ import {
 import { benchIngest } from './ingest.ts';
 import { benchStartup, type StartupFigures } from './startup.ts';
 
-const SECTIONS = ['backfill', 'ingest', 'dashboard', 'rest', 'redis', 'mcp', 'keys10k', 'signin', 'startup', 'flush'] as const;
+const SECTIONS = [
+  'backfill',
+  'ingest',
+  'dashboard',
+  'rest',
+  'redis',
+  'mcp',
+  'keys10k',
+  'signin',
+  'startup',
+  'flush',
+  'trackrecord',
+] as const;
 type Section = (typeof SECTIONS)[number];
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -543,6 +556,44 @@ async function main() {
       serviceRss.push({ run: 'first start', mb: st.first.peakRssMb });
       st.warm.forEach((w, i) => serviceRss.push({ run: `warm start ${i + 1}`, mb: w.peakRssMb }));
       serviceRss.push({ run: 'stdio MCP', mb: st.stdio.peakRssMb });
+    }
+
+    if (want('trackrecord')) {
+      // The first GET /track-record after a start or reload: the longest the event loop is held,
+      // computing on the calling thread (the baseline: what the service did before) against
+      // MarketService.trackRecord's worker thread, both in this process, 3 times each.
+      const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), null);
+      const stall = async (f: () => unknown): Promise<{ gap: number; ms: number }> => {
+        let gap = 0;
+        let last = performance.now();
+        const timer = setInterval(() => {
+          const now = performance.now();
+          gap = Math.max(gap, now - last);
+          last = now;
+        }, 5);
+        await new Promise((r) => setTimeout(r, 50));
+        gap = 0;
+        last = performance.now();
+        const t0 = performance.now();
+        await f();
+        const ms = performance.now() - t0;
+        await new Promise((r) => setTimeout(r, 20));
+        clearInterval(timer);
+        return { gap, ms };
+      };
+      const inline: { gap: number; ms: number }[] = [];
+      const worker: { gap: number; ms: number }[] = [];
+      for (let i = 0; i < 3; i++) {
+        inline.push(await stall(() => trackRecord(market)));
+        market.reload(market.data);
+        worker.push(await stall(() => market.trackRecord()));
+      }
+      const g = (xs: { gap: number; ms: number }[]) => median(xs.map((v) => v.gap));
+      console.log(
+        `track record, first request: on the calling thread ${median(inline.map((v) => v.ms)).toFixed(0)} ms with the event loop held ${g(inline).toFixed(0)} ms; ` +
+          `in the worker ${median(worker.map((v) => v.ms)).toFixed(0)} ms with the longest event-loop gap ${g(worker).toFixed(0)} ms ` +
+          `(${(g(worker) / g(inline)).toFixed(3)}x the calling thread's; medians of 3)`,
+      );
     }
 
     if (want('flush')) {
