@@ -10,7 +10,8 @@
  * given, that is, the track record without hindsight in the choice of the model.
  *
  *   node --import tsx scripts/experiments/model-selection.ts
- *   env: OBJ=long_short (default) | long_flat; ASYM=1 adds v3 without the gate.
+ *   env: OBJ=long_short (default) | long_flat | targets (the count of the issue's eight
+ *   targets met on the training window, see targetScore); ASYM=1 adds v3 without the gate.
  * Prints the choice of each year with every candidate's objective, then the issue's targets.
  */
 import { assetMetrics, DEFAULT_COST_BPS, pooledMetrics, type SignalDay } from '../../src/engine/backtest.ts';
@@ -27,7 +28,34 @@ import {
 } from '../../src/services/backtest.ts';
 import { MarketService } from '../../src/services/market.ts';
 
-const OBJ = process.env.OBJ === 'long_flat' ? 'long_flat' : 'long_short';
+const OBJ = process.env.OBJ === 'long_flat' ? 'long_flat' : process.env.OBJ === 'targets' ? 'targets' : 'long_short';
+
+/**
+ * OBJ=targets: how many of the issue's eight targets a candidate meets on the training window
+ * (the "8 of 11 assets" ones scaled to the assets with data in the window: at least 8/11 of
+ * them), ties broken by the pooled long/flat Sharpe (as 1e-3 of a target). Uses the same
+ * metrics as `targets` (services/backtest-format.ts).
+ */
+function targetScore(byAsset: Map<string, SignalDay[]>, through: string): number | null {
+  const per = [...byAsset.values()].map((d) => assetMetrics(d, '1970-01-01', through, DEFAULT_COST_BPS)).filter((m) => m.days > 0);
+  if (per.length === 0) return null;
+  const p = pooledMetrics([...byAsset.values()], '1970-01-01', through, DEFAULT_COST_BPS);
+  const need = (8 / 11) * per.length;
+  const sharpeWins = per.filter((a) => (a.long_flat.sharpe ?? -Infinity) >= (a.buy_and_hold.sharpe ?? Infinity)).length;
+  const ddWins = per.filter((a) => a.long_flat.max_drawdown >= 0.6 * a.buy_and_hold.max_drawdown).length;
+  const minLevel = Math.min(...Object.values(p.levels));
+  const met = [
+    sharpeWins >= need,
+    ddWins >= need,
+    (p.hit_rates.buy_edge_30d ?? -1) >= 0.03,
+    (p.hit_rates.sell_edge_30d ?? -1) >= 0.03,
+    (p.ic_30d ?? -1) > 0.03,
+    (p.median_run_days ?? 0) >= 7,
+    (p.reversed_within_3d ?? 1) < 0.15,
+    minLevel >= 0.02,
+  ].filter(Boolean).length;
+  return met + 1e-3 * (p.long_flat.sharpe ?? 0);
+}
 const src = withSeriesMemo(await MarketService.create(new DatasetProvider('data'), null));
 const to = src.asOf;
 const lastYear = Number(to.slice(0, 4));
@@ -58,13 +86,16 @@ for (let y = WALK_FORWARD_FIRST_YEAR; y <= lastYear; y++) {
   let best: { name: string; v: number } | null = null;
   const row: string[] = [];
   for (const c of candidates) {
-    const v = pooledMetrics([...days.get(c.name)!.values()], '1970-01-01', through, DEFAULT_COST_BPS)[OBJ].sharpe;
+    const v =
+      OBJ === 'targets'
+        ? targetScore(days.get(c.name)!, through)
+        : pooledMetrics([...days.get(c.name)!.values()], '1970-01-01', through, DEFAULT_COST_BPS)[OBJ].sharpe;
     row.push(`${c.name} ${v === null ? 'n/a' : v.toFixed(2)}`);
     // Ties go to the earlier candidate, as in chooseBands.
     if (v !== null && (best === null || v > best.v)) best = { name: c.name, v };
   }
   chosen.set(y, best!.name);
-  console.log(`${y}: ${best!.name} (pooled ${OBJ} Sharpe through ${through}: ${row.join(', ')})`);
+  console.log(`${y}: ${best!.name} (${OBJ === 'targets' ? 'targets met' : `pooled ${OBJ} Sharpe`} through ${through}: ${row.join(', ')})`);
 }
 
 const assets: AssetWindowMetrics[] = [];
