@@ -74,14 +74,23 @@ export function scriptNodeOptions(script: 'start' | 'cli', root = ROOT_DIR): str
  * its node options instead of npm start's). Returns the argv (first element: the node binary).
  */
 export function serviceCommand(...sub: string[]): string[] {
+  return serviceCommandAt(ROOT_DIR, ...sub);
+}
+
+/**
+ * `serviceCommand` for the checkout at `root` (its own package.json scripts and dist/; the
+ * script path absolute when `root` is not this checkout, since servers run in this one).
+ */
+export function serviceCommandAt(root: string, ...sub: string[]): string[] {
   if (sub.length === 0) sub = ['serve'];
   const extra = [
-    ...scriptNodeOptions(sub[0] === 'serve' ? 'start' : 'cli'),
+    ...scriptNodeOptions(sub[0] === 'serve' ? 'start' : 'cli', root),
     ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []),
   ];
-  return existsSync(path.join(ROOT_DIR, 'dist', 'cli.js'))
-    ? [process.execPath, ...extra, 'dist/cli.js', ...sub]
-    : [process.execPath, ...extra, '--import', 'tsx', 'src/cli.ts', ...sub];
+  const at = (f: string) => (root === ROOT_DIR ? f : path.join(root, f));
+  return existsSync(path.join(root, 'dist', 'cli.js'))
+    ? [process.execPath, ...extra, at('dist/cli.js'), ...sub]
+    : [process.execPath, ...extra, '--import', 'tsx', at('src/cli.ts'), ...sub];
 }
 
 /** `node --import tsx <script> ...args` for the bench's own servers (bare, peer). */

@@ -19,7 +19,7 @@
 //
 // BENCH_ONLY=rest,redis,mcp,keys10k,signin,startup,backfill,ingest,dashboard,flush,trackrecord picks
 // sections (default: all). Other knobs: BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONNECTIONS,
-// BENCH_ROUNDS, BENCH_LONG_SECONDS, BENCH_LONG_CONTROL, BENCH_PIN, BENCH_PG_URL, BENCH_REDIS_URL (bench/harness.ts).
+// BENCH_ROUNDS, BENCH_LONG_SECONDS, BENCH_LONG_CONTROL, BENCH_BASE_ROOT, BENCH_PIN, BENCH_PG_URL, BENCH_REDIS_URL (bench/harness.ts).
 import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -53,6 +53,7 @@ import {
   scriptCommand,
   type Server,
   serviceCommand,
+  serviceCommandAt,
   startServer,
   stopServer,
   warmKeys,
@@ -92,6 +93,8 @@ const BUCKET_SECONDS = 10;
  * per interval, the floor under the service's stability figure.
  */
 const LONG_CONTROL = process.env.BENCH_LONG_CONTROL !== '0';
+/** Another checkout whose build joins the `rest` section as "service (base)" (BENCH_BASE_ROOT). */
+const BASE_ROOT = process.env.BENCH_BASE_ROOT ?? null;
 
 /** The median of per-interval throughputs and the largest relative deviation from it. */
 function stability(buckets: number[]): { mid: number; worst: number } {
@@ -310,12 +313,33 @@ async function main() {
         const b = track(await bare());
         const pe = track(await peer());
         const sv = track(await service('service, PGlite + memory limiter', { PGLITE_DIR: dir }));
-        for (const s of [pe, sv]) await warmKeys(s.url, rest, restKeys);
+        // BENCH_BASE_ROOT: another checkout's build (e.g. the commit before a change) as a
+        // fourth contender in the same rounds, on a copy of the data folder.
+        let base: Server | null = null;
+        if (BASE_ROOT) {
+          const dirBase = path.join(work, 'pglite-base');
+          cpSync(dir, dirBase, { recursive: true });
+          base = track(
+            await startServer(`service (base: ${BASE_ROOT})`, serviceCommandAt(BASE_ROOT), {
+              env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PGLITE_DIR: dirBase },
+              readyPath: '/readyz',
+            }),
+          );
+        }
+        for (const s of [pe, sv, ...(base ? [base] : [])]) await warmKeys(s.url, rest, restKeys);
         const m = await interleave('rest', [
           { name: 'bare', server: b, spec: rest },
           { name: 'peer (memory)', server: pe, spec: rest },
           { name: 'service (memory)', server: sv, spec: rest },
+          ...(base ? [{ name: 'service (base)', server: base, spec: rest }] : []),
         ]);
+        if (base) {
+          await stopService(base);
+          const sb = m.get('service (base)')!;
+          console.log(
+            `  service / base (${BASE_ROOT}): throughput ${x(m.get('service (memory)')!.rps / sb.rps)}, CPU/req ${x(m.get('service (memory)')!.cpuUs / sb.cpuUs)}; ${perRound(m, 'service (memory)', 'service (base)')}`,
+          );
+        }
         await stopService(sv);
         await stopServer(pe);
         await stopServer(b);
