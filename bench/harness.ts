@@ -5,6 +5,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { cpus } from 'node:os';
 import path from 'node:path';
 import { ROOT_DIR } from '../src/config.ts';
 
@@ -169,8 +170,9 @@ export function memMb(pid: number): { peak: number; now: number } {
 }
 
 /**
- * Steal time of the server core (`cpu<BENCH_SERVER_CPU>` in /proc/stat when pinned, else all
- * cores), µs: time the hypervisor gave this virtual CPU's slot to something else.
+ * Steal time of the server core (`cpu<BENCH_SERVER_CPU>` in /proc/stat when pinned; unpinned,
+ * the mean over all cores), µs: time the hypervisor gave this virtual CPU's slot to something
+ * else.
  */
 export function stealMicros(): number {
   const name = PIN ? `cpu${SERVER_CPU}` : 'cpu';
@@ -178,7 +180,7 @@ export function stealMicros(): number {
     .split('\n')
     .find((l) => l.startsWith(`${name} `));
   // cpuN user nice system idle iowait irq softirq steal ...
-  return line ? (Number(line.trim().split(/\s+/)[8]) * 1e6) / CLK_TCK : NaN;
+  return line ? (Number(line.trim().split(/\s+/)[8]) * 1e6) / CLK_TCK / (PIN ? 1 : cpus().length) : NaN;
 }
 
 /** CPU time (user + system, all threads) a process has used so far, microseconds. */
@@ -223,9 +225,8 @@ export interface RunResult {
    * CPU µs per request, its CPU as % of one core, and the steal time of its core (% of the
    * bucket; the time the hypervisor ran something else) when the server is pinned. A dip with
    * less server CPU or with steal is the machine; a dip at full CPU with more CPU per request
-   * is work in the server or a slower core (on this VM the bare route's CPU per request moved
-   * 35-49 µs between intervals with no steal: compare with the section's bare-route control).
-   * NaN where a bucket edge was not sampled.
+   * is work in the server or a slower core (compare with the keys10k section's bare-route
+   * control). NaN where a bucket edge was not sampled.
    */
   bucketCpu: { cpuUsPerReq: number; cpuPct: number; stealPct: number }[];
 }
@@ -282,13 +283,13 @@ function done(summary, latency, requests)
   table.sort(keys)
   local counts = {}
   -- Every slot from the second to the last but one, a slot without a single response as 0.
-  if #keys >= 3 then
+  if #keys >= 2 then
     for k = keys[1] + 1, keys[#keys] - 1 do table.insert(counts, tostring(all[k] or 0)) end
   end
   local e = summary.errors
   io.write(string.format('BENCH_JSON {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"status":%d,"socket":%d,"buckets":[%s],"first_bucket":%d}\\n',
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), e.status,
-    e.connect + e.read + e.write + e.timeout, table.concat(counts, ","), #keys >= 3 and keys[1] + 1 or -1))
+    e.connect + e.read + e.write + e.timeout, table.concat(counts, ","), #keys >= 2 and keys[1] + 1 or -1))
 end
 `;
 }
@@ -316,17 +317,22 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
     };
     edgeTimer = setTimeout(sample, (Math.floor(Date.now() / 1000 / bucketSeconds) + 1) * bucketSeconds * 1000 - Date.now() + 2);
   }
-  const out = await new Promise<string>((resolve, reject) => {
-    const p = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (c: Buffer) => (stdout += c));
-    p.stderr.on('data', (c: Buffer) => (stderr += c));
-    p.on('error', reject);
-    p.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`wrk exited with ${code}: ${stderr}${stdout}`))));
-  });
+  let out: string;
+  try {
+    out = await new Promise<string>((resolve, reject) => {
+      const p = spawn(cmd[0]!, cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (c: Buffer) => (stdout += c));
+      p.stderr.on('data', (c: Buffer) => (stderr += c));
+      p.on('error', reject);
+      p.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`wrk exited with ${code}: ${stderr}${stdout}`))));
+    });
+  } finally {
+    // Also when wrk fails: the sampler would otherwise re-arm forever and read a stopped server.
+    clearTimeout(edgeTimer);
+  }
   const cpu1 = pid ? cpuMicros(pid) : NaN;
-  clearTimeout(edgeTimer);
   const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
   if (!line) throw new Error(`wrk printed no result:\n${out}`);
   const j = JSON.parse(line.slice('BENCH_JSON '.length)) as {

@@ -165,8 +165,8 @@ const ratio = (a: number, b: number) => a / b;
 const x = (v: number) => `${v.toFixed(2)}x`;
 
 /** Starts the service on `env` (pinned) and remembers its process for the memory table. */
-async function service(name: string, env: Record<string, string>, port?: number): Promise<Server> {
-  return startServer(name, serviceCommand(), {
+async function service(name: string, env: Record<string, string>, port?: number, root?: string): Promise<Server> {
+  return startServer(name, root ? serviceCommandAt(root) : serviceCommand(), {
     env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', ...env },
     readyPath: '/readyz',
     port,
@@ -312,20 +312,13 @@ async function main() {
         console.log(`REST: keyed GET ${SIGNALS}, embedded PGlite, memory limiter (service) vs peer (memory store) vs bare`);
         const b = track(await bare());
         const pe = track(await peer());
-        const sv = track(await service('service, PGlite + memory limiter', { PGLITE_DIR: dir }));
         // BENCH_BASE_ROOT: another checkout's build (e.g. the commit before a change) as a
-        // fourth contender in the same rounds, on a copy of the data folder.
-        let base: Server | null = null;
-        if (BASE_ROOT) {
-          const dirBase = path.join(work, 'pglite-base');
-          cpSync(dir, dirBase, { recursive: true });
-          base = track(
-            await startServer(`service (base: ${BASE_ROOT})`, serviceCommandAt(BASE_ROOT), {
-              env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PGLITE_DIR: dirBase },
-              readyPath: '/readyz',
-            }),
-          );
-        }
+        // fourth contender in the same rounds, on a copy of the data folder made while no
+        // process has it open.
+        const dirBase = path.join(work, 'pglite-base');
+        if (BASE_ROOT) cpSync(dir, dirBase, { recursive: true });
+        const sv = track(await service('service, PGlite + memory limiter', { PGLITE_DIR: dir }));
+        const base = BASE_ROOT ? track(await service(`service (base: ${BASE_ROOT})`, { PGLITE_DIR: dirBase }, undefined, BASE_ROOT)) : null;
         for (const s of [pe, sv, ...(base ? [base] : [])]) await warmKeys(s.url, rest, restKeys);
         const m = await interleave('rest', [
           { name: 'bare', server: b, spec: rest },
@@ -489,7 +482,8 @@ async function main() {
           const cs = stability(c.buckets);
           console.log(
             `  control, bare route for ${LONG_SECONDS} s: per-${BUCKET_SECONDS}-s ${c.buckets.map((v) => v.toFixed(0)).join(' ')} req/s; ` +
-              `median ${cs.mid.toFixed(0)}, largest deviation ${(cs.worst * 100).toFixed(1)}%; CPU µs/req ${c.bucketCpu.map((v) => f0(v.cpuUsPerReq)).join(' ')}`,
+              `median ${cs.mid.toFixed(0)}, largest deviation ${(cs.worst * 100).toFixed(1)}%; CPU µs/req ${c.bucketCpu.map((v) => f0(v.cpuUsPerReq)).join(' ')}; ` +
+              `CPU % of its core ${c.bucketCpu.map((v) => f0(v.cpuPct)).join(' ')}; steal % ${c.bucketCpu.map((v) => f0(v.stealPct)).join(' ')}`,
           );
           control = `; bare route in the same conditions ${(cs.worst * 100).toFixed(1)}%`;
         }

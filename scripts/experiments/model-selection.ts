@@ -18,7 +18,7 @@ import { assetMetrics, DEFAULT_COST_BPS, pooledMetrics, type SignalDay } from '.
 import { MODEL_V1, MODEL_V2_GRID, MODEL_V3_GRID, modelV2, modelV3, type SignalModel } from '../../src/engine/signal.ts';
 import { addDays } from '../../src/engine/util.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
-import { targets } from '../../src/services/backtest-format.ts';
+import { targetChecks, targets } from '../../src/services/backtest-format.ts';
 import {
   type AssetWindowMetrics,
   type BacktestReport,
@@ -33,27 +33,14 @@ const OBJ = process.env.OBJ === 'long_flat' ? 'long_flat' : process.env.OBJ === 
 /**
  * OBJ=targets: how many of the issue's eight targets a candidate meets on the training window
  * (the "8 of 11 assets" ones scaled to the assets with data in the window: at least 8/11 of
- * them), ties broken by the pooled long/flat Sharpe (as 1e-3 of a target). Uses the same
- * metrics as `targets` (services/backtest-format.ts).
+ * them), ties broken by the pooled long/flat Sharpe (as 1e-3 of a target): `targetChecks`
+ * (services/backtest-format.ts), the checks of the published track record.
  */
 function targetScore(byAsset: Map<string, SignalDay[]>, through: string): number | null {
   const per = [...byAsset.values()].map((d) => assetMetrics(d, '1970-01-01', through, DEFAULT_COST_BPS)).filter((m) => m.days > 0);
   if (per.length === 0) return null;
   const p = pooledMetrics([...byAsset.values()], '1970-01-01', through, DEFAULT_COST_BPS);
-  const need = (8 / 11) * per.length;
-  const sharpeWins = per.filter((a) => (a.long_flat.sharpe ?? -Infinity) >= (a.buy_and_hold.sharpe ?? Infinity)).length;
-  const ddWins = per.filter((a) => a.long_flat.max_drawdown >= 0.6 * a.buy_and_hold.max_drawdown).length;
-  const minLevel = Math.min(...Object.values(p.levels));
-  const met = [
-    sharpeWins >= need,
-    ddWins >= need,
-    (p.hit_rates.buy_edge_30d ?? -1) >= 0.03,
-    (p.hit_rates.sell_edge_30d ?? -1) >= 0.03,
-    (p.ic_30d ?? -1) > 0.03,
-    (p.median_run_days ?? 0) >= 7,
-    (p.reversed_within_3d ?? 1) < 0.15,
-    minLevel >= 0.02,
-  ].filter(Boolean).length;
+  const met = targetChecks(per, p, (8 / 11) * per.length).filter((t) => t.met).length;
   return met + 1e-3 * (p.long_flat.sharpe ?? 0);
 }
 const src = withSeriesMemo(await MarketService.create(new DatasetProvider('data'), null));

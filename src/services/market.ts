@@ -43,19 +43,28 @@ export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_
   const fromSource = import.meta.url.endsWith('.ts');
   const entry = new URL(`./track-record-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
   return new Promise((resolve, reject) => {
-    const worker = fromSource
-      ? new Worker(
-          `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(entry.href)}); })`,
-          { eval: true, workerData: data },
-        )
-      : new Worker(entry, { workerData: data });
+    const unavailable = (why: string) =>
+      new ServiceError('SERVICE_UNAVAILABLE', `The track record could not be computed (${why}); try again in a minute`);
+    let worker: Worker;
+    try {
+      worker = fromSource
+        ? new Worker(
+            `import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then(({ register }) => { register(); return import(${JSON.stringify(entry.href)}); })`,
+            { eval: true, workerData: data },
+          )
+        : new Worker(entry, { workerData: data });
+    } catch (err) {
+      // E.g. the data cannot be cloned, or no thread can be started: still the envelope's 503.
+      reject(unavailable(err instanceof Error ? err.message : String(err)));
+      return;
+    }
     let settled = false;
     const fail = (why: string) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       void worker.terminate();
-      reject(new ServiceError('SERVICE_UNAVAILABLE', `The track record could not be computed (${why}); try again in a minute`));
+      reject(unavailable(why));
     };
     const timer = setTimeout(() => fail(`no result within ${timeoutMs / 1000} s`), timeoutMs);
     timer.unref();
@@ -90,6 +99,8 @@ export interface MarketOptions {
   mode?: 'offline' | 'live';
   /** The day freshness is judged against (default: the as-of day); see MarketService.referenceDay. */
   referenceDay?: () => string;
+  /** Bound on one computation of the track record, ms (default TRACK_RECORD_TIMEOUT_MS); read at each computation. */
+  trackRecordTimeoutMs?: number;
 }
 
 /** Every series computed from one MarketData. */
@@ -178,7 +189,7 @@ export class MarketService {
    * The track record of the current data, computed or being computed (`trackRecord`); reset by
    * `reload`, not by a change of the reference day (it depends on the data only).
    */
-  #trackRecord: { promise: Promise<{ value: TrackRecordData; json: string }> } | null = null;
+  #trackRecord: { hit: Promise<Cached<TrackRecordData>> } | null = null;
   /** The reference day the memo was filled for (see `referenceDay`). */
   #memoReference = '';
 
@@ -588,25 +599,29 @@ export class MarketService {
    * period of the served model. Computed on first use after a start or a reload, in a worker
    * thread (services/track-record-worker.ts: 2-3 s of CPU over three whole-history series per
    * parameter set, which on the main thread held every other request that long), then served
-   * from the memo until the next reload. Concurrent first requests share one computation.
+   * from the memo until the next reload. Concurrent first requests share one computation
+   * (`cached` is false only for the request that started it).
    * @throws ServiceError SERVICE_UNAVAILABLE when the worker fails or takes longer than
    *   TRACK_RECORD_TIMEOUT_MS (nothing is memoized then: the next request tries again).
    */
   async trackRecord(): Promise<Cached<TrackRecordData>> {
-    let entry = this.#trackRecord;
-    const first = entry === null;
-    if (entry === null) {
-      const computing: { promise: Promise<{ value: TrackRecordData; json: string }> } = {
-        promise: trackRecordOffThread(this.#state.data).then((value) => ({ value, json: JSON.stringify(value) })),
-      };
-      entry = computing;
-      this.#trackRecord = computing;
-      computing.promise.catch(() => {
-        if (this.#trackRecord === computing) this.#trackRecord = null;
-      });
-    }
-    const { value, json } = await entry.promise;
-    return { value, json, cached: !first };
+    const entry = this.#trackRecord;
+    if (entry !== null) return entry.hit;
+    // The answer of every later request is one object (`cached: true`), so edges that memoize
+    // per answer object (the ETag) compute once; the request that started it gets its own.
+    const computing: { hit: Promise<Cached<TrackRecordData>> } = {
+      hit: trackRecordOffThread(this.#state.data, this.options.trackRecordTimeoutMs).then((value) => ({
+        value,
+        json: JSON.stringify(value),
+        cached: true,
+      })),
+    };
+    this.#trackRecord = computing;
+    computing.hit.catch(() => {
+      if (this.#trackRecord === computing) this.#trackRecord = null;
+    });
+    const served = await computing.hit;
+    return { ...served, cached: false };
   }
 
   /**

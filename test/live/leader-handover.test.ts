@@ -76,7 +76,8 @@ test('the leader lock passes to the other instance when the leader session dies 
     );
     assert.equal(holder.rows.length, 1, 'one session holds the leader lock');
     // With a timeout, pg_terminate_backend waits until the session has ended (PostgreSQL 14+).
-    await admin.query('SELECT pg_terminate_backend($1, 5000)', [holder.rows[0]!.pid]);
+    const killed = await admin.query<{ ok: boolean }>('SELECT pg_terminate_backend($1, 5000) AS ok', [holder.rows[0]!.pid]);
+    assert.equal(killed.rows[0]?.ok, true, 'the leader session ended');
     day = addDays(day, 1);
     upstream.setToday(day);
     const b2 = await ingestRound(B);

@@ -157,6 +157,7 @@ describe('the track record served by MarketService (GET /api/v1/track-record)', 
     const again = await market.trackRecord();
     assert.equal(again.cached, true, 'then served from the memo');
     assert.equal(again.json, first.json);
+    assert.equal(await market.trackRecord(), again, 'one answer object for every later request (edges memoize on it, e.g. the ETag)');
   });
 
   test('a reload computes it again; a failed or late worker is SERVICE_UNAVAILABLE and memoizes nothing', async () => {
@@ -172,5 +173,15 @@ describe('the track record served by MarketService (GET /api/v1/track-record)', 
       return true;
     });
     await assert.rejects(trackRecordOffThread(market.data, 1), /no result within 0\.001 s/);
+
+    // Through MarketService: a computation that times out answers SERVICE_UNAVAILABLE, and the
+    // next request computes again instead of finding the failure memoized.
+    const options = { trackRecordTimeoutMs: 1 };
+    const late = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), null, undefined, options);
+    await assert.rejects(late.trackRecord(), (e: unknown) => e instanceof ServiceError && e.code === 'SERVICE_UNAVAILABLE');
+    options.trackRecordTimeoutMs = 60_000;
+    const retried = await late.trackRecord();
+    assert.equal(retried.cached, false, 'computed again after the failure');
+    assert.equal(retried.json, before.json);
   });
 });

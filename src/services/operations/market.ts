@@ -179,7 +179,6 @@ export const getTrackRecord = defineOperation({
   description:
     'How the signals did: the walk-forward, out-of-sample backtest from 2020-01-01 (parameters chosen each year on earlier data only, 10 bps per position change) per asset and pooled, and the live period since the served model version went live. REST only (no MCP tool). Method: docs/methodology.md, "Evaluation"; the same figures are in docs/track-record.md.',
   policy: PUBLIC,
-  errors: ['SERVICE_UNAVAILABLE'],
   input: None,
   output: TrackRecordSchema,
   run: (s) => s.market.trackRecord(),
