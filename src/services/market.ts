@@ -606,7 +606,7 @@ export class MarketService {
   /**
    * The published track record (GET /track-record): the walk-forward backtest and the live
    * period of the served model. Computed on first use after a start or a reload, in a worker
-   * thread (services/track-record-worker.ts: 2-3 s of CPU over three whole-history series per
+   * thread (services/track-record-worker.ts: 2-5 s of CPU over three whole-history series per
    * parameter set, which on the main thread held every other request that long), then served
    * from the memo until the next reload. Concurrent first requests share one computation
    * (`cached` is false only for the request that started it).
