@@ -31,7 +31,7 @@ export type Cached<T> = Served<T>;
 export const TRACK_RECORD_TIMEOUT_MS = 60_000;
 /** The track-record worker's young generation, MB (V8 resourceLimits.maxYoungGenerationSizeMb). */
 const TRACK_RECORD_WORKER_YOUNG_MB = 4;
-/** The track-record worker's old generation, MB: twice what it was seen to run in. */
+/** The track-record worker's old generation, MB: twice the 96 MB limit it completed under on the bundled data (an overrun is a 503, not a crash). */
 const TRACK_RECORD_WORKER_OLD_MB = 192;
 
 /**
@@ -50,9 +50,9 @@ export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_
     const unavailable = (why: string) =>
       new ServiceError('SERVICE_UNAVAILABLE', `The track record could not be computed (${why}); try again in a minute`);
     // The worker would otherwise inherit `npm start`'s 16 MB semi-spaces and the main heap's
-    // limit: with these bounds the service's peak RSS over a first /track-record was 441 MB
-    // instead of 486 MB on Node 20 (598 instead of 721 MB on Node 24); the computation needs
-    // well under 96 MB of old space.
+    // limit: with these bounds the service's peak RSS over a first /track-record was 441-448 MB
+    // instead of 486 MB on Node 20 (598-604 instead of 721 MB on Node 24; docs/benchmarks.md,
+    // "Ninth session").
     const resourceLimits = { maxYoungGenerationSizeMb: TRACK_RECORD_WORKER_YOUNG_MB, maxOldGenerationSizeMb: TRACK_RECORD_WORKER_OLD_MB };
     let worker: Worker;
     try {
