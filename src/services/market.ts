@@ -29,10 +29,12 @@ export type Cached<T> = Served<T>;
 
 /** Bound on one computation of the track record in its worker thread, ms. */
 export const TRACK_RECORD_TIMEOUT_MS = 60_000;
-/** The track-record worker's young generation, MB (V8 resourceLimits.maxYoungGenerationSizeMb). */
+/**
+ * The track-record worker's young generation, MB (V8 resourceLimits.maxYoungGenerationSizeMb).
+ * Its old generation is not set here: the process's `--max-old-space-size` (384 MB under `npm
+ * start`) overrides a worker's own limit; an overrun ends the worker with an error, a 503.
+ */
 const TRACK_RECORD_WORKER_YOUNG_MB = 4;
-/** The track-record worker's old generation, MB: twice the 96 MB limit it completed under on the bundled data (an overrun is a 503, not a crash). */
-const TRACK_RECORD_WORKER_OLD_MB = 192;
 
 /**
  * Computes `trackRecord` (services/backtest.ts) for `data` in a worker thread: the compiled
@@ -49,11 +51,11 @@ export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_
   return new Promise((resolve, reject) => {
     const unavailable = (why: string) =>
       new ServiceError('SERVICE_UNAVAILABLE', `The track record could not be computed (${why}); try again in a minute`);
-    // The worker would otherwise inherit `npm start`'s 16 MB semi-spaces and the main heap's
-    // limit: with these bounds the service's peak RSS over a first /track-record was 441-448 MB
-    // instead of 486 MB on Node 20 (598-604 instead of 721 MB on Node 24; docs/benchmarks.md,
-    // "Ninth session").
-    const resourceLimits = { maxYoungGenerationSizeMb: TRACK_RECORD_WORKER_YOUNG_MB, maxOldGenerationSizeMb: TRACK_RECORD_WORKER_OLD_MB };
+    // The worker would otherwise inherit `npm start`'s 16 MB semi-spaces: with a 4 MB young
+    // generation the service's peak RSS over a first /track-record was 441-448 MB instead of
+    // 486 MB on Node 20 (598-604 instead of 721 MB on Node 24; docs/benchmarks.md, "Ninth
+    // session").
+    const resourceLimits = { maxYoungGenerationSizeMb: TRACK_RECORD_WORKER_YOUNG_MB };
     let worker: Worker;
     try {
       worker = fromSource
@@ -606,8 +608,8 @@ export class MarketService {
   /**
    * The published track record (GET /track-record): the walk-forward backtest and the live
    * period of the served model. Computed on first use after a start or a reload, in a worker
-   * thread (services/track-record-worker.ts: 2-5 s of CPU over three whole-history series per
-   * parameter set, which on the main thread held every other request that long), then served
+   * thread (services/track-record-worker.ts: 4-5.5 s on 2 cores, three whole-history series per
+   * parameter set; on the main thread it held every other request for 2-2.6 s), then served
    * from the memo until the next reload. Concurrent first requests share one computation
    * (`cached` is false only for the request that started it).
    * @throws ServiceError SERVICE_UNAVAILABLE when the worker fails or takes longer than
