@@ -207,6 +207,7 @@ async function setTier(cfg: Config, email: string, tier: PlanTier): Promise<{ us
 async function announceTierChange(cfg: Config, coordination: Coordination): Promise<void> {
   const redis = cfg.REDIS_URL
     ? new (await import('ioredis')).Redis(cfg.REDIS_URL, {
+        keyPrefix: cfg.REDIS_KEY_PREFIX,
         maxRetriesPerRequest: 1,
         connectTimeout: cfg.REDIS_CONNECT_TIMEOUT_MS,
         commandTimeout: Math.max(cfg.REDIS_COMMAND_TIMEOUT_MS, 2000),

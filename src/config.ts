@@ -110,6 +110,16 @@ const EnvSchema = z.object({
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .optional(),
   /**
+   * Prefix of every Redis key the service writes (rate-limit counters, failed-auth budgets,
+   * revocation markers, the tier epoch: ioredis `keyPrefix`), so that several deployments or
+   * test runs can share one Redis without counting into each other's budgets. Every instance of
+   * one deployment must use the same prefix.
+   */
+  REDIS_KEY_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'must be 1-64 characters of letters, digits, and _ . : - (e.g. market-intel:)')
+    .default('market-intel:'),
+  /**
    * Proxies whose X-Forwarded-For is trusted (comma-separated IPs or CIDRs, e.g.
    * `127.0.0.1,10.0.0.0/8`); unset = the socket address is the client.
    */

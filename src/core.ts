@@ -77,10 +77,17 @@ const REDIS_PROBE_MS = 500;
  * A stalled server (it accepts but does not answer) is detected by a PING every
  * REDIS_PROBE_MS: when it times out, the connection is dropped and re-established, so that
  * while it is not ready the limiter goes to memory at once instead of waiting for each
- * command's timeout. Failures are logged once per outage.
+ * command's timeout. Failures are logged once per outage. Every key, in commands and in
+ * scripts' KEYS, gets `keyPrefix` (REDIS_KEY_PREFIX, ioredis `keyPrefix`).
  */
-function connectRedis(RedisClient: typeof Redis, url: string, log: Logger, t: { commandTimeout: number; connectTimeout: number }): Redis {
+function connectRedis(
+  RedisClient: typeof Redis,
+  url: string,
+  log: Logger,
+  t: { commandTimeout: number; connectTimeout: number; keyPrefix: string },
+): Redis {
   const redis = new RedisClient(url, {
+    keyPrefix: t.keyPrefix,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: t.commandTimeout,
@@ -227,6 +234,7 @@ export async function createCore(
       ? connectRedis((await import('ioredis')).Redis, config.REDIS_URL, log, {
           commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
           connectTimeout: config.REDIS_CONNECT_TIMEOUT_MS,
+          keyPrefix: config.REDIS_KEY_PREFIX,
         })
       : null;
     const limiter = new TierRateLimiter(redis);

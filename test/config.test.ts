@@ -8,6 +8,7 @@ test('defaults run on the bundled dataset and embedded PGlite', () => {
   assert.equal(c.PORT, 3000);
   assert.equal(c.DATABASE_URL, undefined);
   assert.match(c.DATA_DIR, /data$/);
+  assert.equal(c.REDIS_KEY_PREFIX, 'market-intel:');
 });
 
 test('a bad value names the variable', () => {
@@ -18,6 +19,7 @@ test('a bad value names the variable', () => {
     ['AS_OF', 'yesterday'],
     ['DATABASE_URL', 'mysql://x'],
     ['LOG_LEVEL', 'loud'],
+    ['REDIS_KEY_PREFIX', 'has space:'],
   ]) {
     assert.throws(
       () => loadConfig({ [k!]: v }),

@@ -245,3 +245,36 @@ for (const store of ['memory', 'redis'] as const) {
     }
   });
 }
+
+/**
+ * REDIS_KEY_PREFIX (src/core.ts gives it to ioredis as `keyPrefix`): instances with the same
+ * prefix share counts, budgets and revocation markers; another deployment (or test run) on the
+ * same Redis with another prefix sees none of them.
+ */
+describe('TierRateLimiter on one Redis under two key prefixes', () => {
+  test('the same prefix shares the failed-auth budget and revocations; another prefix is apart', async (t) => {
+    if (!(await redisAvailable())) return t.skip(REDIS_SKIP);
+    const run = Math.random().toString(36).slice(2);
+    const client = (keyPrefix: string) => new Redis(REDIS_URL, { keyPrefix, maxRetriesPerRequest: 1 });
+    const [a, a2, b] = [client(`dep-a-${run}:`), client(`dep-a-${run}:`), client(`dep-b-${run}:`)];
+    t.after(() => [a, a2, b].forEach((c) => c.disconnect()));
+    await Promise.all([a, a2, b].map((c) => c.ping()));
+    const [la, la2, lb] = [new TierRateLimiter(a), new TierRateLimiter(a2), new TierRateLimiter(b)];
+    const budget = (l: TierRateLimiter) => l.budget('auth-fail', 3, 60);
+    for (let i = 0; i < 3; i++) assert.ok((await budget(la).consume('ip:10.0.0.1')).allowed);
+    assert.equal((await budget(la2).exhausted('ip:10.0.0.1')).exhausted, true, 'same prefix: the budget is shared');
+    assert.equal((await budget(lb).exhausted('ip:10.0.0.1')).exhausted, false, 'other prefix: untouched');
+    assert.equal(await a.exists('rl:budget:auth-fail:ip:10.0.0.1'), 1, 'stored under the prefix');
+
+    const e = (await la.check(null)) as { kind: 'ok'; epoch: string };
+    await la.markRevoked('k1');
+    const guard = { keyId: 'k1', epoch: e.epoch };
+    assert.equal((await la2.admit({ subject: 'key:k1', tier: 'free', guard })).kind, 'revoked', 'same prefix: revoked');
+    const eb = (await lb.check(null)) as { kind: 'ok'; epoch: string };
+    assert.equal(
+      (await lb.admit({ subject: 'key:k1', tier: 'free', guard: { keyId: 'k1', epoch: eb.epoch } })).kind,
+      'ok',
+      'other prefix: not revoked',
+    );
+  });
+});

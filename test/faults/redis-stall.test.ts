@@ -2,6 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { REDIS_KEY_PREFIX } from '../helpers/env.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 import { percentile, privateServerUnavailable, startPrivateRedis, timedLoad, type PrivateServer } from '../helpers/faults.ts';
 
@@ -41,8 +42,9 @@ describe('Redis stalled for 10 s under a running service', () => {
       for (let i = 0; i < 50 && inRedis === 0; i++) {
         const ip = h!.freshIp();
         assert.equal((await h!.request('GET', '/api/v1/regime', { ip })).status, 200);
-        inRedis = await probe!.exists(`rl:unauthenticated:m:ip:${ip}`);
+        inRedis = await probe!.exists(`${REDIS_KEY_PREFIX}rl:unauthenticated:m:ip:${ip}`);
         if (inRedis === 0) await sleep(100);
+        else assert.equal(await probe!.exists(`rl:unauthenticated:m:ip:${ip}`), 0, 'every key carries REDIS_KEY_PREFIX');
       }
       assert.equal(inRedis, 1, 'the limiter counts in Redis before the stall');
       assert.equal(await keyed('/api/v1/signals')(), 200);
@@ -87,7 +89,7 @@ describe('Redis stalled for 10 s under a running service', () => {
       for (let i = 0; i < 50 && !back; i++) {
         const ip2 = h!.freshIp();
         assert.equal((await h!.request('GET', '/api/v1/regime', { ip: ip2 })).status, 200);
-        back = (await probe!.exists(`rl:unauthenticated:m:ip:${ip2}`)) === 1;
+        back = (await probe!.exists(`${REDIS_KEY_PREFIX}rl:unauthenticated:m:ip:${ip2}`)) === 1;
         if (!back) await sleep(200);
       }
       assert.ok(back, 'the limiter counts in Redis again after SIGCONT');

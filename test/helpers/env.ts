@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -29,6 +30,13 @@ export const PG_SKIP = `SKIPPED: PostgreSQL not reachable at ${PG_BASE_URL} (the
 
 /** Redis server used by the multi-instance tests (override with TEST_REDIS_URL). */
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/**
+ * The REDIS_KEY_PREFIX of this test process's services (`testConfig`): its own, so that test
+ * runs sharing one Redis (two CI runs, a developer's run beside CI) never count into each
+ * other's budgets; the instances of one multi-instance test share it, as one deployment does.
+ */
+export const REDIS_KEY_PREFIX = `test-${process.pid}-${randomBytes(4).toString('hex')}:`;
 
 let redisUp: Promise<boolean> | undefined;
 
@@ -76,7 +84,7 @@ export async function createTempPgDatabase(): Promise<{ url: string; drop: () =>
 
 /** A config for tests: in-memory PGlite, silent logs, the bundled dataset. */
 export function testConfig(over: Record<string, string> = {}): Config {
-  return loadConfig({ PGLITE_DIR: 'memory://', LOG_LEVEL: 'silent', ...over });
+  return loadConfig({ PGLITE_DIR: 'memory://', LOG_LEVEL: 'silent', REDIS_KEY_PREFIX, ...over });
 }
 
 /** Reads a dataset CSV independently of the service's loader (header -> rows of records). */
