@@ -14,7 +14,8 @@ import { addDays } from '../../src/engine/util.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
 import { chooseBands, runBacktest, trackRecord } from '../../src/services/backtest.ts';
 import { targets } from '../../src/services/backtest-format.ts';
-import { MarketService, trackRecordOffThread } from '../../src/services/market.ts';
+import { MarketService } from '../../src/services/market.ts';
+import { trackRecordOffThread } from '../../src/services/track-record-thread.ts';
 import { ServiceError } from '../../src/errors.ts';
 import type { MarketData } from '../../src/providers/port.ts';
 
