@@ -44,6 +44,11 @@ test('the leader lock passes to the other instance when the leader session dies 
   let day = addDays(CUT, 3);
   const upstream = await startUpstream();
   upstream.setToday(day);
+  /** The upstreams move to the next day (a new candle to ingest). */
+  const nextDay = () => {
+    day = addDays(day, 1);
+    upstream.setToday(day);
+  };
   const dir = cutDataset(CUT);
   const db = await createTempPgDatabase();
   const admin = new pg.Client({ connectionString: db.url });
@@ -78,8 +83,7 @@ test('the leader lock passes to the other instance when the leader session dies 
     // With a timeout, pg_terminate_backend waits until the session has ended (PostgreSQL 14+).
     const killed = await admin.query<{ ok: boolean }>('SELECT pg_terminate_backend($1, 5000) AS ok', [holder.rows[0]!.pid]);
     assert.equal(killed.rows[0]?.ok, true, 'the leader session ended');
-    day = addDays(day, 1);
-    upstream.setToday(day);
+    nextDay();
     const b2 = await ingestRound(B);
     assert.equal(b2.leader, true, 'the other instance took the lock at its next round');
     assert.ok(stored(b2) > 0, 'and stored the next day');
@@ -91,8 +95,7 @@ test('the leader lock passes to the other instance when the leader session dies 
     // The new leader stops: the lock goes with its session, and the first instance takes over.
     await b.stop();
     cores.pop();
-    day = addDays(day, 1);
-    upstream.setToday(day);
+    nextDay();
     const a3 = await ingestRound(A);
     assert.equal(a3.leader, true, 'after the leader stopped, the remaining instance leads');
     assert.ok(stored(a3) > 0, 'and ingests');
