@@ -77,8 +77,9 @@ export interface BacktestReport {
 }
 
 /**
- * `src` with the series of each model kept for the life of the returned object (one backtest),
- * so a walk-forward computes each parameter set once and frees them afterwards.
+ * `src` with the whole series of each model kept for the life of the returned object, for
+ * callers that read the series themselves (scripts/experiments/model-selection.ts);
+ * `runBacktest` and `trackRecord` keep only the signal days (`withDaysMemo`).
  */
 export function withSeriesMemo(src: BacktestSource): BacktestSource {
   const memo = new Map<string, Map<string, SignalResult[]>>();
@@ -99,9 +100,35 @@ function signalDays(series: readonly SignalResult[], closes: readonly { date: st
   return series.map((s, i) => ({ date: s.as_of, close: closes[i]!.close, signal: s.signal, score: s.score, confidence: s.confidence }));
 }
 
+/** The signal days per model (key: the model's JSON) of a source made by {@link withDaysMemo}. */
+const dayMemos = new WeakMap<BacktestSource, Map<string, Map<string, SignalDay[]>>>();
+
+/**
+ * `src` with the signal days of each model kept for the life of the returned object (one
+ * backtest or one track record), so a walk-forward converts each parameter set's series once.
+ * Only the days are kept (date, close, level, score, confidence), not the whole series with
+ * their factors and sources, which a walk-forward would otherwise hold for every grid entry
+ * at once. Measured on a service's first GET /track-record (docs/benchmarks.md, "Tenth
+ * session"): 2.2-2.8 s instead of 2.7-3.6 s, peak RSS 345-349 MB instead of 387-392 MB on
+ * Node 20 and 474 MB instead of 515-527 MB on Node 24. A source that has the memo is returned
+ * as is.
+ */
+function withDaysMemo(src: BacktestSource): BacktestSource {
+  if (dayMemos.has(src)) return src;
+  const memoized: BacktestSource = { data: src.data, asOf: src.asOf, seriesFor: (model) => src.seriesFor(model) };
+  dayMemos.set(memoized, new Map());
+  return memoized;
+}
+
+/** The signal days of every asset under `model` (from the memo when `src` has one). */
 function daysOf(src: BacktestSource, model: SignalModel): Map<string, SignalDay[]> {
+  const memo = dayMemos.get(src);
+  const key = memo ? JSON.stringify(model) : '';
+  const hit = memo?.get(key);
+  if (hit) return hit;
   const out = new Map<string, SignalDay[]>();
   for (const [asset, series] of src.seriesFor(model)) out.set(asset, signalDays(series, src.data.candles.get(asset)!));
+  memo?.set(key, out);
   return out;
 }
 
@@ -185,7 +212,7 @@ export function chooseBands(
  *   prints it as a usage error).
  */
 export function runBacktest(source: BacktestSource, opts: BacktestOptions): BacktestReport {
-  const src = withSeriesMemo(source);
+  const src = withDaysMemo(source);
   const from = opts.from;
   const to = opts.to ?? src.asOf;
   checkDay(from, '--from');
@@ -262,7 +289,7 @@ export interface TrackRecord {
  * Costly (several whole-history series): callers memoize it (MarketService.trackRecord).
  */
 export function trackRecord(source: BacktestSource): TrackRecord {
-  const src = withSeriesMemo(source);
+  const src = withDaysMemo(source);
   const walk = runBacktest(src, { from: DEFAULT_FROM, to: src.asOf, walkForward: true });
   const liveFrom = CURRENT_LIVE_FROM;
   let live: TrackRecord['live'];
