@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { cpus } from 'node:os';
 import path from 'node:path';
 import { ROOT_DIR } from '../src/config.ts';
+import { scriptNodeOptions } from '../scripts/node-options.ts';
 
 /** Seconds of each measured wrk run (BENCH_SECONDS, default 10). */
 export const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
@@ -55,17 +56,6 @@ export function freePort(): Promise<number> {
     });
     srv.on('error', reject);
   });
-}
-
-/**
- * The node options of package.json's `script` (`start` or `cli`) in checkout `root`, e.g. the
- * V8 heap ceiling `--max-old-space-size` or `--liftoff-only`, so the bench starts a command as
- * `npm start` / `npm run cli` does. An older checkout's script may have fewer.
- */
-export function scriptNodeOptions(script: 'start' | 'cli', root = ROOT_DIR): string[] {
-  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const argv = (pkg.scripts[script] ?? '').split(/\s+/);
-  return argv.slice(argv.indexOf('node') + 1).filter((a) => a.startsWith('--'));
 }
 
 /**

@@ -19,7 +19,8 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ROOT_DIR } from '../src/config.ts';
-import { freePort, scriptNodeOptions } from './harness.ts';
+import { scriptNodeOptions } from '../scripts/node-options.ts';
+import { freePort } from './harness.ts';
 
 /** One start: time to the first 200 on /readyz (or to `initialize`), ms; peak RSS, MB; the 1-minute load average when it ended. */
 export interface StartFigure {

@@ -1,22 +1,7 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { ROOT_DIR } from '../../src/config.ts';
 
-/**
- * The node options of package.json's script `name` (`start`, `cli`): the `--` tokens between
- * `node` and the script path, e.g. `['--liftoff-only']`, so tests start a command as
- * `npm start` / `npm run cli` does. Throws when the script does not exist.
- */
-export function scriptNodeOptions(name: 'start' | 'cli'): string[] {
-  const scripts = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-  const script = scripts[name];
-  if (script === undefined) throw new Error(`package.json has no script ${name}`);
-  const argv = script.split(/\s+/);
-  const rest = argv.slice(argv.indexOf('node') + 1);
-  const end = rest.findIndex((a) => !a.startsWith('-'));
-  return end === -1 ? rest : rest.slice(0, end);
-}
+export { scriptNodeOptions } from '../../scripts/node-options.ts';
 
 /** What a finished child process printed, and its exit code (null when killed). */
 export interface NodeRun {
