@@ -3,15 +3,47 @@
  * "complete days in (after, today)" cut, and the daily funding mean.
  */
 import { z } from 'zod';
-import type { Candle } from '../../engine/types.ts';
+import type { Candle, ChainId, MetricPoint } from '../../engine/types.ts';
 import { dayNumber, dayString } from '../../engine/util.ts';
 import type { HttpClient } from './http.ts';
-import { UpstreamError, type UpstreamName } from './source.ts';
+import { UpstreamError, type LiveSource, type UpstreamName } from './source.ts';
 
 /** What every adapter factory receives: the shared HTTP client and the resolved base URLs. */
 export interface AdapterContext {
   http: HttpClient;
   baseUrls: Record<UpstreamName, string>;
+}
+
+/**
+ * The LiveSource of a daily chain metric (`metric:<chain>:<metric>`, cadence 24 h) from the
+ * upstream at `base`: the descriptor's fields filled in, and `points(after, today, signal)`
+ * called once the window is checked (`checkWindow`). `points` returns the metric's complete UTC
+ * days in (after, today), ascending, as `LiveSource.fetch` promises, or throws UpstreamError.
+ */
+export function dailyMetricSource(o: {
+  chain: ChainId;
+  metric: string;
+  base: string;
+  source: string;
+  /** Polling schedule (cron pattern for croner). */
+  schedule: string;
+  points: (after: string, today: string, signal?: AbortSignal) => Promise<MetricPoint[]>;
+}): LiveSource {
+  return {
+    series: `metric:${o.chain}:${o.metric}`,
+    kind: 'metric',
+    asset: null,
+    chain: o.chain,
+    metric: o.metric,
+    host: new URL(o.base).host,
+    source: o.source,
+    cadenceHours: 24,
+    schedule: o.schedule,
+    async fetch(after, today, signal) {
+      checkWindow(after, today);
+      return { kind: 'metric', points: await o.points(after, today, signal), source: o.source };
+    },
+  };
 }
 
 /** Most pages any adapter follows in one fetch (a guard against a looping upstream). */

@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import type { ChainId, MetricPoint } from '../../engine/types.ts';
-import { DAY_MS, checkWindow, completeDays, dayOfMs, finite, type AdapterContext } from './days.ts';
-import type { LiveSource, SeriesPoints } from './source.ts';
+import { DAY_MS, completeDays, dailyMetricSource, dayOfMs, finite, type AdapterContext } from './days.ts';
+import type { LiveSource } from './source.ts';
 
 const unixSeconds = z.number().int().nonnegative();
 const chainTvlSchema = z.array(z.object({ date: unixSeconds, tvl: finite }));
@@ -30,22 +30,17 @@ function metricSource(
   schema: z.ZodType,
 ): LiveSource {
   const base = ctx.baseUrls.defillama;
-  return {
-    series: `metric:${chain}:${metric}`,
-    kind: 'metric',
-    asset: null,
+  return dailyMetricSource({
     chain,
     metric,
-    host: new URL(base).host,
+    base,
     source,
-    cadenceHours: 24,
     schedule: '20 * * * *',
-    async fetch(after: string, today: string, signal?: AbortSignal): Promise<SeriesPoints> {
-      checkWindow(after, today);
+    async points(after, today, signal) {
       const body = await ctx.http.json({ source, url: `${base}${path}`, schema, signal });
-      return { kind: 'metric', points: completeDays(source, path.split('?')[0]!, read(body), after, today), source };
+      return completeDays(source, path.split('?')[0]!, read(body), after, today);
     },
-  };
+  });
 }
 
 /** Chain TVL in USD of a DefiLlama chain name (e.g. 'Ethereum', 'Solana'). */

@@ -7,8 +7,8 @@
  */
 import { z } from 'zod';
 import type { ChainId, MetricPoint } from '../../engine/types.ts';
-import { checkWindow, completeDays, finite, type AdapterContext } from './days.ts';
-import type { LiveSource, SeriesPoints } from './source.ts';
+import { completeDays, dailyMetricSource, finite, type AdapterContext } from './days.ts';
+import type { LiveSource } from './source.ts';
 
 const schema = z.array(
   z.object({
@@ -37,18 +37,13 @@ export function growthepieMetric(
 ): LiveSource {
   const base = ctx.baseUrls.growthepie;
   const source = `growthepie /v1/fundamentals.json ${origin} ${key} (${what})`;
-  return {
-    series: `metric:${chain}:${metric}`,
-    kind: 'metric',
-    asset: null,
+  return dailyMetricSource({
     chain,
     metric,
-    host: new URL(base).host,
+    base,
     source,
-    cadenceHours: 24,
     schedule: '40 */3 * * *',
-    async fetch(after: string, today: string, signal?: AbortSignal): Promise<SeriesPoints> {
-      checkWindow(after, today);
+    async points(after, today, signal) {
       let p = inFlight.get(ctx);
       if (!p) {
         p = ctx.http.json({ source: 'growthepie /v1/fundamentals.json', url: `${base}/v1/fundamentals.json`, schema, signal });
@@ -59,7 +54,7 @@ export function growthepieMetric(
       const points: MetricPoint[] = rows
         .filter((r) => r.origin_key === origin && r.metric_key === key)
         .map((r) => ({ date: r.date, value: r.value }));
-      return { kind: 'metric', points: completeDays(source, '/v1/fundamentals.json', points, after, today), source };
+      return completeDays(source, '/v1/fundamentals.json', points, after, today);
     },
-  };
+  });
 }

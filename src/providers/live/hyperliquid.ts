@@ -18,6 +18,7 @@ import {
   checkCandle,
   decimalString,
   finite,
+  dailyMetricSource,
   type AdapterContext,
 } from './days.ts';
 import { UpstreamError, type LiveSource, type SeriesPoints } from './source.ts';
@@ -157,21 +158,16 @@ export function hyperliquidStat(
     [k: string]: unknown;
   }>;
   const schema = z.object({ chart_data: z.array(row) });
-  return {
-    series: `metric:${chain}:${metric}`,
-    kind: 'metric',
-    asset: null,
+  return dailyMetricSource({
     chain,
     metric,
-    host: new URL(base).host,
+    base,
     source,
-    cadenceHours: 24,
     schedule: '25 */2 * * *',
-    async fetch(after: string, today: string, signal?: AbortSignal): Promise<SeriesPoints> {
-      checkWindow(after, today);
+    async points(after, today, signal) {
       const body = await ctx.http.json({ source, url: `${base}/Mainnet/${path}`, schema, signal });
       const points: MetricPoint[] = body.chart_data.map((r) => ({ date: r.time.slice(0, 10), value: r[field] as number }));
-      return { kind: 'metric', points: completeDays(source, `/Mainnet/${path}`, points, after, today), source };
+      return completeDays(source, `/Mainnet/${path}`, points, after, today);
     },
-  };
+  });
 }

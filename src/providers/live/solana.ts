@@ -12,8 +12,8 @@
  */
 import { z } from 'zod';
 import type { ChainId, MetricPoint } from '../../engine/types.ts';
-import { DAY_MS, checkWindow, dayOfMs, dayStartMs, type AdapterContext } from './days.ts';
-import { UpstreamError, type LiveSource, type SeriesPoints } from './source.ts';
+import { DAY_MS, dailyMetricSource, dayOfMs, dayStartMs, type AdapterContext } from './days.ts';
+import { UpstreamError, type LiveSource } from './source.ts';
 
 /** The most samples a node returns (and the request's limit). */
 export const SAMPLE_LIMIT = 720;
@@ -113,18 +113,13 @@ export function solanaTransactions(ctx: AdapterContext, chain: ChainId, metric: 
     return runs;
   }
 
-  return {
-    series: `metric:${chain}:${metric}`,
-    kind: 'metric',
-    asset: null,
+  return dailyMetricSource({
     chain,
     metric,
-    host: new URL(base).host,
+    base,
     source,
-    cadenceHours: 24,
     schedule: '*/15 * * * *',
-    async fetch(after: string, today: string, signal?: AbortSignal): Promise<SeriesPoints> {
-      checkWindow(after, today);
+    async points(after, today, signal) {
       await collect(signal);
       const keepFrom = Math.max(dayStartMs(after) + DAY_MS, dayStartMs(today) - KEEP_DAYS * DAY_MS);
       for (const [slot, s] of samples) if (s.endMs <= keepFrom) samples.delete(slot);
@@ -141,7 +136,7 @@ export function solanaTransactions(ctx: AdapterContext, chain: ChainId, metric: 
         const from = dayStartMs(date);
         if (runs.some((r) => r.startMs <= from && r.endMs >= from + DAY_MS)) points.push({ date, value });
       }
-      return { kind: 'metric', points, source };
+      return points;
     },
-  };
+  });
 }
