@@ -206,6 +206,11 @@ export interface RunResult {
   /** Server CPU (user + system) over the run per request served, µs; NaN without a pid. */
   cpuUs: number;
   /**
+   * CPU of the contender's helper processes (`Contender.sidecars`, e.g. the Redis server its
+   * rate limiter calls) over the run per request served, µs; NaN without any.
+   */
+  sidecarCpuUs: number;
+  /**
    * Requests per second in each bucket of `bucketSeconds` wall-clock seconds (first and last,
    * partial, dropped; a bucket without a response counts as 0).
    */
@@ -289,12 +294,21 @@ end
  * `url + spec.path` for `seconds`, measuring the CPU the server process `pid` uses meanwhile.
  * Throws when wrk fails or prints no result.
  */
-export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: number, bucketSeconds = 0): Promise<RunResult> {
+export async function wrk(
+  url: string,
+  spec: LoadSpec,
+  seconds: number,
+  pid?: number,
+  bucketSeconds = 0,
+  sidecars: readonly number[] = [],
+): Promise<RunResult> {
   const script = path.join(path.dirname(spec.keysFile), `wrk-${process.pid}-${Math.random().toString(36).slice(2)}.lua`);
   writeFileSync(script, wrkScript(spec, bucketSeconds));
   const argv = [WRK, '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, `${url}${spec.path}`];
   const cmd = PIN ? ['taskset', '-c', LOAD_CPU, ...argv] : argv;
   const cpu0 = pid ? cpuMicros(pid) : NaN;
+  const sidecarCpu = () => (sidecars.length ? sidecars.reduce((sum, p) => sum + cpuMicros(p), 0) : NaN);
+  const side0 = sidecarCpu();
   // Server CPU and the core's steal time at every wall-clock bucket edge (the Lua script's
   // buckets are floor(os.time() / bucketSeconds), the same epoch seconds).
   const edges = new Map<number, { cpu: number; steal: number }>();
@@ -323,6 +337,7 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
     clearTimeout(edgeTimer);
   }
   const cpu1 = pid ? cpuMicros(pid) : NaN;
+  const side1 = sidecarCpu();
   const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
   if (!line) throw new Error(`wrk printed no result:\n${out}`);
   const j = JSON.parse(line.slice('BENCH_JSON '.length)) as {
@@ -356,6 +371,7 @@ export async function wrk(url: string, spec: LoadSpec, seconds: number, pid?: nu
     non2xx: j.status,
     socketErrors: j.socket,
     cpuUs: (cpu1 - cpu0) / Math.max(j.requests, 1),
+    sidecarCpuUs: (side1 - side0) / Math.max(j.requests, 1),
     buckets: j.buckets.map((b) => b / bucketSeconds),
     bucketCpu,
   };
@@ -414,7 +430,8 @@ export function perRound(m: Map<string, Medians>, a: string, b: string): string 
 /** One line of a run's figures. */
 export function runLine(name: string, r: RunResult): string {
   const warn = r.non2xx + r.socketErrors > 0 ? `  WARNING: ${r.non2xx} non-2xx, ${r.socketErrors} socket errors` : '';
-  return `${name.padEnd(40)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${warn}`;
+  const side = Number.isFinite(r.sidecarCpuUs) ? ` + Redis ${r.sidecarCpuUs.toFixed(0).padStart(4)} µs/req` : '';
+  return `${name.padEnd(40)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${side}${warn}`;
 }
 
 /** A contender of an interleaved comparison: a running server and the load it gets. */
@@ -422,6 +439,8 @@ export interface Contender {
   name: string;
   server: Server;
   spec: LoadSpec;
+  /** Pids of processes doing this contender's work beside the server (its Redis): their CPU is reported per request too. */
+  sidecars?: number[];
 }
 
 /** Medians of a contender over the rounds. */
@@ -429,6 +448,8 @@ export interface Medians {
   rps: number;
   p99: number;
   cpuUs: number;
+  /** Median CPU µs per request of the contender's sidecars (NaN without). */
+  sidecarCpuUs: number;
   runs: RunResult[];
 }
 
@@ -441,7 +462,7 @@ export async function interleave(section: string, contenders: Contender[]): Prom
   for (let round = 1; round <= ROUNDS; round++) {
     for (const c of shuffle(contenders)) {
       if (WARMUP > 0) await wrk(c.server.url, c.spec, WARMUP);
-      const r = await wrk(c.server.url, c.spec, DURATION, c.server.pid);
+      const r = await wrk(c.server.url, c.spec, DURATION, c.server.pid, 0, c.sidecars);
       runs.get(c.name)!.push(r);
       console.log(`  [${section} round ${round}] ${runLine(c.name, r)}`);
     }
@@ -452,6 +473,7 @@ export async function interleave(section: string, contenders: Contender[]): Prom
       rps: median(rs.map((r) => r.rps)),
       p99: median(rs.map((r) => r.p99)),
       cpuUs: median(rs.map((r) => r.cpuUs)),
+      sidecarCpuUs: median(rs.map((r) => r.sidecarCpuUs)),
       runs: rs,
     });
   }

@@ -150,6 +150,20 @@ async function keyPool(dir: string, n: number, tag: string, databaseUrl?: string
   }
 }
 
+/** The pid of the Redis server at REDIS_URL when it runs on this machine (INFO server), else null. */
+async function redisServerPid(): Promise<number | null> {
+  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
+  try {
+    await r.connect();
+    const pid = Number(/process_id:(\d+)/.exec(await r.info('server'))?.[1]);
+    return pid && existsSync(`/proc/${pid}/stat`) ? pid : null;
+  } catch {
+    return null;
+  } finally {
+    r.disconnect();
+  }
+}
+
 async function redisUp(): Promise<boolean> {
   const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
   try {
@@ -181,12 +195,13 @@ async function stopService(s: Server): Promise<void> {
 }
 
 /** Prints medians and ratios of an interleaved comparison. */
-function printMedians(m: Map<string, { rps: number; p99: number; cpuUs: number }>, subject: string): void {
+function printMedians(m: Map<string, { rps: number; p99: number; cpuUs: number; sidecarCpuUs?: number }>, subject: string): void {
   const s = m.get(subject)!;
   for (const [name, r] of m) {
     const rel = name === subject ? '' : `   ${subject} / this: throughput ${x(ratio(s.rps, r.rps))}, CPU/req ${x(ratio(s.cpuUs, r.cpuUs))}`;
+    const side = r.sidecarCpuUs !== undefined && Number.isFinite(r.sidecarCpuUs) ? ` + Redis ${r.sidecarCpuUs.toFixed(0)} µs/req` : '';
     console.log(
-      `  median ${name.padEnd(34)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${rel}`,
+      `  median ${name.padEnd(34)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${side}${rel}`,
     );
   }
 }
@@ -385,10 +400,13 @@ async function main() {
               await service('service, PostgreSQL + Redis', { DATABASE_URL: pgUrl, REDIS_URL, AUTH_SECRET: 'bench-'.repeat(8) }),
             );
             for (const s of [pe, sv]) await warmKeys(s.url, spec, pgKeys);
+            // The Redis server's own CPU per request beside each server's (when it runs here).
+            const redisPid = await redisServerPid();
+            const sidecars = redisPid ? [redisPid] : undefined;
             const m = await interleave('pg+redis', [
               { name: 'bare', server: b, spec },
-              { name: 'peer (Redis store)', server: pe, spec },
-              { name: 'service (PG + Redis)', server: sv, spec },
+              { name: 'peer (Redis store)', server: pe, spec, sidecars },
+              { name: 'service (PG + Redis)', server: sv, spec, sidecars },
             ]);
             await stopService(sv);
             await stopServer(pe);
