@@ -20,7 +20,7 @@
 // BENCH_ONLY=rest,redis,mcp,keys10k,signin,startup,backfill,ingest,dashboard,flush,trackrecord picks
 // sections (default: all). Other knobs: BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_CONNECTIONS,
 // BENCH_ROUNDS, BENCH_LONG_SECONDS, BENCH_LONG_CONTROL, BENCH_BASE_ROOT, BENCH_PIN, BENCH_PG_URL, BENCH_REDIS_URL (bench/harness.ts).
-import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -150,13 +150,17 @@ async function keyPool(dir: string, n: number, tag: string, databaseUrl?: string
   }
 }
 
-/** The pid of the Redis server at REDIS_URL when it runs on this machine (INFO server), else null. */
+/**
+ * The pid of the Redis server at REDIS_URL when it runs on this machine (INFO server's
+ * process_id, and that process is a redis-server here: not one in a container's pid space), else null.
+ */
 async function redisServerPid(): Promise<number | null> {
   const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
   try {
     await r.connect();
     const pid = Number(/process_id:(\d+)/.exec(await r.info('server'))?.[1]);
-    return pid && existsSync(`/proc/${pid}/stat`) ? pid : null;
+    const comm = pid && existsSync(`/proc/${pid}/comm`) ? readFileSync(`/proc/${pid}/comm`, 'utf8').trim() : '';
+    return comm.startsWith('redis-server') ? pid : null;
   } catch {
     return null;
   } finally {

@@ -4,7 +4,7 @@ import { ROOT_DIR } from '../src/config.ts';
 
 /**
  * The node options of package.json's script `name` (`start`, `cli`) in the checkout at `root`
- * (default this one): the `--` tokens between `node` and the script path, e.g.
+ * (default this one): the tokens starting with `-` between `node` and the script path, e.g.
  * `['--max-old-space-size=384', '--liftoff-only']`, so that tests and the bench start a
  * command as `npm start` / `npm run cli` does. An older checkout's script may have fewer.
  * @throws Error when the script does not exist.

@@ -9,6 +9,8 @@ import { ROOT_DIR } from '../src/config.ts';
 import { authUser } from '../src/store/auth-schema.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
+import { Redis } from 'ioredis';
+import { REDIS_KEY_PREFIX, REDIS_URL } from './helpers/env.ts';
 import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
 import { type NodeRun, runNode, scriptNodeOptions } from './helpers/node-options.ts';
 
@@ -226,6 +228,26 @@ test('users set-tier works while the service runs on PostgreSQL: the CLI connect
   try {
     await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL! }, /tier set to pro\n/);
   } finally {
+    await h.stop();
+  }
+});
+
+test('users set-tier on PostgreSQL + Redis moves the tier epoch under the deployment REDIS_KEY_PREFIX', async (t) => {
+  const why = await harnessUnavailable({ database: 'postgres', redis: true });
+  if (why) {
+    console.log(why);
+    t.skip(why);
+    return;
+  }
+  const h = await startHarness({ database: 'postgres', redis: true });
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  try {
+    const epoch = async () => Number((await redis.get(`${REDIS_KEY_PREFIX}kc:epoch`)) ?? 0);
+    const before = await epoch();
+    await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL!, REDIS_URL, REDIS_KEY_PREFIX }, /tier set to pro\n/);
+    assert.equal(await epoch(), before + 2, 'each of the two set-tier calls moved the epoch the instances check');
+  } finally {
+    redis.disconnect();
     await h.stop();
   }
 });

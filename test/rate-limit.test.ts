@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { TierRateLimiter, rateLimitHeaders, nextUtcMidnight } from '../src/rate-limit/limiter.ts';
-import { REDIS_SKIP, REDIS_URL, redisAvailable } from './helpers/env.ts';
+import { REDIS_KEY_PREFIX, REDIS_SKIP, REDIS_URL, redisAvailable } from './helpers/env.ts';
 
 describe('TierRateLimiter (memory)', () => {
   test('counts per subject and tier, refuses without consuming, reports the window', async () => {
@@ -116,7 +116,9 @@ for (const store of ['memory', 'redis'] as const) {
         skip = REDIS_SKIP;
         return;
       }
-      redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+      // This test process's prefix (test/helpers/env.ts): the tier epoch and revocation markers
+      // below are not per limiter, and another test run may share this Redis.
+      redis = new Redis(REDIS_URL, { keyPrefix: REDIS_KEY_PREFIX, maxRetriesPerRequest: 1 });
       await redis.ping();
     };
     after(() => redis?.disconnect());
@@ -191,7 +193,7 @@ for (const store of ['memory', 'redis'] as const) {
       test('admissions asked in one turn share one script call, with the outcomes of one call each in order', async (t) => {
         await setup();
         if (skip) return t.skip(skip);
-        const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+        const client = new Redis(REDIS_URL, { keyPrefix: REDIS_KEY_PREFIX, maxRetriesPerRequest: 1 });
         t.after(() => client.disconnect());
         let scriptCalls = 0;
         const send = client.sendCommand.bind(client);
@@ -256,15 +258,20 @@ describe('TierRateLimiter on one Redis under two key prefixes', () => {
     if (!(await redisAvailable())) return t.skip(REDIS_SKIP);
     const run = Math.random().toString(36).slice(2);
     const client = (keyPrefix: string) => new Redis(REDIS_URL, { keyPrefix, maxRetriesPerRequest: 1 });
-    const [a, a2, b] = [client(`dep-a-${run}:`), client(`dep-a-${run}:`), client(`dep-b-${run}:`)];
-    t.after(() => [a, a2, b].forEach((c) => c.disconnect()));
-    await Promise.all([a, a2, b].map((c) => c.ping()));
+    const [a, a2, b, raw] = [client(`dep-a-${run}:`), client(`dep-a-${run}:`), client(`dep-b-${run}:`), client('')];
+    t.after(async () => {
+      // Nothing of this test stays in the shared Redis.
+      const left = [...(await raw.keys(`dep-a-${run}:*`)), ...(await raw.keys(`dep-b-${run}:*`))];
+      if (left.length) await raw.del(...left);
+      [a, a2, b, raw].forEach((c) => c.disconnect());
+    });
+    await Promise.all([a, a2, b, raw].map((c) => c.ping()));
     const [la, la2, lb] = [new TierRateLimiter(a), new TierRateLimiter(a2), new TierRateLimiter(b)];
     const budget = (l: TierRateLimiter) => l.budget('auth-fail', 3, 60);
     for (let i = 0; i < 3; i++) assert.ok((await budget(la).consume('ip:10.0.0.1')).allowed);
     assert.equal((await budget(la2).exhausted('ip:10.0.0.1')).exhausted, true, 'same prefix: the budget is shared');
     assert.equal((await budget(lb).exhausted('ip:10.0.0.1')).exhausted, false, 'other prefix: untouched');
-    assert.equal(await a.exists('rl:budget:auth-fail:ip:10.0.0.1'), 1, 'stored under the prefix');
+    assert.equal(await raw.exists(`dep-a-${run}:rl:budget:auth-fail:ip:10.0.0.1`), 1, 'stored under the prefix');
 
     const e = (await la.check(null)) as { kind: 'ok'; epoch: string };
     await la.markRevoked('k1');

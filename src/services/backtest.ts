@@ -109,9 +109,9 @@ const dayMemos = new WeakMap<BacktestSource, Map<string, Map<string, SignalDay[]
  * Only the days are kept (date, close, level, score, confidence), not the whole series with
  * their factors and sources, which a walk-forward would otherwise hold for every grid entry
  * at once. Measured on a service's first GET /track-record (docs/benchmarks.md, "Tenth
- * session"): 2.2-2.8 s instead of 2.7-3.6 s, peak RSS 345-349 MB instead of 387-392 MB on
- * Node 20 and 474 MB instead of 515-527 MB on Node 24. A source that has the memo is returned
- * as is.
+ * session", two runs each): Node 20 2.6-2.8 s and a peak RSS of 345-349 MB instead of
+ * 3.2-3.3 s and 387-392 MB; Node 24 2.2-2.3 s and 474 MB instead of 2.7-3.6 s and 515-527 MB.
+ * A source that has the memo is returned as is.
  */
 function withDaysMemo(src: BacktestSource): BacktestSource {
   if (dayMemos.has(src)) return src;

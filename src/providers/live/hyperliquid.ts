@@ -13,12 +13,12 @@ import {
   checkWindow,
   completeDays,
   dailyFundingMeans,
+  dailyMetricSource,
   dayOfMs,
   dayStartMs,
   checkCandle,
   decimalString,
   finite,
-  dailyMetricSource,
   type AdapterContext,
 } from './days.ts';
 import { UpstreamError, type LiveSource, type SeriesPoints } from './source.ts';
