@@ -604,11 +604,14 @@ async function main() {
       // computing on the calling thread (the baseline: what the service did before) against
       // MarketService.trackRecord's worker thread, both in this process, 3 times each.
       const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), null);
-      // The longest event-loop delay while `f` runs (perf_hooks monitorEventLoopDelay, 1 ms resolution), ms.
+      // The longest event-loop delay while `f` runs (perf_hooks monitorEventLoopDelay, 1 ms
+      // resolution), ms. The monitor's timer must have ticked before `f` starts (and is not
+      // reset then): its first tick only records a start, so a computation that blocks at once
+      // would not be seen. The idle 50 ms before add delays of about 1 ms.
       const stall = async (f: () => unknown): Promise<{ gap: number; ms: number }> => {
         const h = monitorEventLoopDelay({ resolution: 1 });
-        await new Promise((r) => setTimeout(r, 50));
         h.enable();
+        await new Promise((r) => setTimeout(r, 50));
         const t0 = performance.now();
         await f();
         const ms = performance.now() - t0;
