@@ -427,10 +427,15 @@ export function perRound(m: Map<string, Medians>, a: string, b: string): string 
   return `per round ${rs[0]!.toFixed(2)}-${rs[rs.length - 1]!.toFixed(2)}x (median ${median(rs).toFixed(2)}x)`;
 }
 
+/** The sidecars' CPU per request as printed after a server's (`+ Redis N µs/req`), or '' without sidecars (NaN). */
+export function sidecarText(us: number): string {
+  return Number.isFinite(us) ? ` + Redis ${us.toFixed(0).padStart(4)} µs/req` : '';
+}
+
 /** One line of a run's figures. */
 export function runLine(name: string, r: RunResult): string {
   const warn = r.non2xx + r.socketErrors > 0 ? `  WARNING: ${r.non2xx} non-2xx, ${r.socketErrors} socket errors` : '';
-  const side = Number.isFinite(r.sidecarCpuUs) ? ` + Redis ${r.sidecarCpuUs.toFixed(0).padStart(4)} µs/req` : '';
+  const side = sidecarText(r.sidecarCpuUs);
   return `${name.padEnd(40)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${side}${warn}`;
 }
 

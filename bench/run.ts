@@ -55,6 +55,7 @@ import {
   type Server,
   serviceCommand,
   serviceCommandAt,
+  sidecarText,
   startServer,
   stopServer,
   warmKeys,
@@ -151,30 +152,20 @@ async function keyPool(dir: string, n: number, tag: string, databaseUrl?: string
 }
 
 /**
- * The pid of the Redis server at REDIS_URL when it runs on this machine (INFO server's
- * process_id, and that process is a redis-server here: not one in a container's pid space), else null.
+ * The Redis server at REDIS_URL: null when it does not answer PING; else its pid when it runs
+ * on this machine (INFO server's process_id, and /proc says that process is a redis-server:
+ * not one in a container's pid space), for its own CPU per request (`Contender.sidecars`).
  */
-async function redisServerPid(): Promise<number | null> {
+async function redisServer(): Promise<{ pid: number | null } | null> {
   const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
   try {
     await r.connect();
+    if ((await r.ping()) !== 'PONG') return null;
     const pid = Number(/process_id:(\d+)/.exec(await r.info('server'))?.[1]);
     const comm = pid && existsSync(`/proc/${pid}/comm`) ? readFileSync(`/proc/${pid}/comm`, 'utf8').trim() : '';
-    return comm.startsWith('redis-server') ? pid : null;
+    return { pid: comm.startsWith('redis-server') ? pid : null };
   } catch {
     return null;
-  } finally {
-    r.disconnect();
-  }
-}
-
-async function redisUp(): Promise<boolean> {
-  const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
-  try {
-    await r.connect();
-    return (await r.ping()) === 'PONG';
-  } catch {
-    return false;
   } finally {
     r.disconnect();
   }
@@ -199,11 +190,11 @@ async function stopService(s: Server): Promise<void> {
 }
 
 /** Prints medians and ratios of an interleaved comparison. */
-function printMedians(m: Map<string, { rps: number; p99: number; cpuUs: number; sidecarCpuUs?: number }>, subject: string): void {
+function printMedians(m: Map<string, Medians>, subject: string): void {
   const s = m.get(subject)!;
   for (const [name, r] of m) {
     const rel = name === subject ? '' : `   ${subject} / this: throughput ${x(ratio(s.rps, r.rps))}, CPU/req ${x(ratio(s.cpuUs, r.cpuUs))}`;
-    const side = r.sidecarCpuUs !== undefined && Number.isFinite(r.sidecarCpuUs) ? ` + Redis ${r.sidecarCpuUs.toFixed(0)} µs/req` : '';
+    const side = sidecarText(r.sidecarCpuUs);
     console.log(
       `  median ${name.padEnd(34)} ${r.rps.toFixed(0).padStart(7)} req/s  p99 ${r.p99.toFixed(1).padStart(6)} ms  CPU ${r.cpuUs.toFixed(0).padStart(5)} µs/req${side}${rel}`,
     );
@@ -385,7 +376,8 @@ async function main() {
         } catch {
           console.log(`PostgreSQL + Redis: SKIPPED, no PostgreSQL at ${PG_URL}`);
         }
-        if (pgUrl && !(await redisUp())) {
+        const redisHere = pgUrl ? await redisServer() : null;
+        if (pgUrl && !redisHere) {
           console.log(`PostgreSQL + Redis: SKIPPED, no Redis at ${REDIS_URL}`);
         } else if (pgUrl) {
           try {
@@ -405,8 +397,7 @@ async function main() {
             );
             for (const s of [pe, sv]) await warmKeys(s.url, spec, pgKeys);
             // The Redis server's own CPU per request beside each server's (when it runs here).
-            const redisPid = await redisServerPid();
-            const sidecars = redisPid ? [redisPid] : undefined;
+            const sidecars = redisHere?.pid ? [redisHere.pid] : undefined;
             const m = await interleave('pg+redis', [
               { name: 'bare', server: b, spec },
               { name: 'peer (Redis store)', server: pe, spec, sidecars },

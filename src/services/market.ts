@@ -545,8 +545,9 @@ export class MarketService {
    * The published track record (GET /track-record): the walk-forward backtest and the live
    * period of the served model. Computed on first use after a start or a reload, in a worker
    * thread (services/track-record-thread.ts: 2.2-2.8 s on an otherwise idle 2-core machine,
-   * longer under load; a whole-history series per parameter set of the walk-forward; on the main thread it held every other request for 2-2.6 s), then served
-   * from the memo until the next reload. Concurrent first requests share one computation
+   * longer under load; a whole-history series per parameter set of the walk-forward; on the
+   * main thread it held every other request for 2-2.6 s), then served from the memo until the
+   * next reload. Concurrent first requests share one computation
    * (`cached` is false only for the request that started it).
    * @throws ServiceError SERVICE_UNAVAILABLE when the worker fails or takes longer than
    *   TRACK_RECORD_TIMEOUT_MS (nothing is memoized then: the next request tries again).
