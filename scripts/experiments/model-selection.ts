@@ -23,8 +23,9 @@ import {
   type AssetWindowMetrics,
   type BacktestReport,
   DEFAULT_FROM,
+  daysOf,
   WALK_FORWARD_FIRST_YEAR,
-  withSeriesMemo,
+  withDaysMemo,
 } from '../../src/services/backtest.ts';
 import { MarketService } from '../../src/services/market.ts';
 
@@ -43,7 +44,7 @@ function targetScore(byAsset: Map<string, SignalDay[]>, through: string): number
   const met = targetChecks(per, p, (8 / 11) * per.length).filter((t) => t.met).length;
   return met + 1e-3 * (p.long_flat.sharpe ?? 0);
 }
-const src = withSeriesMemo(await MarketService.create(new DatasetProvider('data'), null));
+const src = withDaysMemo(await MarketService.create(new DatasetProvider('data'), null));
 const to = src.asOf;
 const lastYear = Number(to.slice(0, 4));
 
@@ -53,19 +54,9 @@ for (const b of MODEL_V3_GRID) candidates.push({ name: `v3 ${b.buy}/${b.strong}`
 if (process.env.ASYM === '1')
   for (const b of MODEL_V3_GRID) candidates.push({ name: `v3-no-gate ${b.buy}/${b.strong}`, model: { ...modelV3(b), volGate: null } });
 
-/** Signal days per asset of each candidate (as services/backtest.ts builds them). */
+/** Signal days per asset of each candidate (services/backtest.ts `daysOf`). */
 const days = new Map<string, Map<string, SignalDay[]>>();
-for (const c of candidates) {
-  const byAsset = new Map<string, SignalDay[]>();
-  for (const [asset, series] of src.seriesFor(c.model)) {
-    const closes = src.data.candles.get(asset)!;
-    byAsset.set(
-      asset,
-      series.map((s, i) => ({ date: s.as_of, close: closes[i]!.close, signal: s.signal, score: s.score, confidence: s.confidence })),
-    );
-  }
-  days.set(c.name, byAsset);
-}
+for (const c of candidates) days.set(c.name, daysOf(src, c.model));
 
 const chosen = new Map<number, string>();
 for (let y = WALK_FORWARD_FIRST_YEAR; y <= lastYear; y++) {

@@ -76,25 +76,6 @@ export interface BacktestReport {
   assets: AssetWindowMetrics[];
 }
 
-/**
- * `src` with the whole series of each model kept for the life of the returned object, for
- * callers that read the series themselves (scripts/experiments/model-selection.ts);
- * `runBacktest` and `trackRecord` keep only the signal days (`withDaysMemo`).
- */
-export function withSeriesMemo(src: BacktestSource): BacktestSource {
-  const memo = new Map<string, Map<string, SignalResult[]>>();
-  return {
-    data: src.data,
-    asOf: src.asOf,
-    seriesFor(model) {
-      const key = JSON.stringify(model);
-      let hit = memo.get(key);
-      if (!hit) memo.set(key, (hit = src.seriesFor(model)));
-      return hit;
-    },
-  };
-}
-
 /** Signal days of one asset from a series aligned with its candles. */
 function signalDays(series: readonly SignalResult[], closes: readonly { date: string; close: number }[]): SignalDay[] {
   return series.map((s, i) => ({ date: s.as_of, close: closes[i]!.close, signal: s.signal, score: s.score, confidence: s.confidence }));
@@ -113,15 +94,19 @@ const dayMemos = new WeakMap<BacktestSource, Map<string, Map<string, SignalDay[]
  * 3.2-3.3 s and 387-392 MB; Node 24 2.2-2.3 s and 474 MB instead of 2.7-3.6 s and 515-527 MB.
  * A source that has the memo is returned as is.
  */
-function withDaysMemo(src: BacktestSource): BacktestSource {
+export function withDaysMemo(src: BacktestSource): BacktestSource {
   if (dayMemos.has(src)) return src;
   const memoized: BacktestSource = { data: src.data, asOf: src.asOf, seriesFor: (model) => src.seriesFor(model) };
   dayMemos.set(memoized, new Map());
   return memoized;
 }
 
-/** The signal days of every asset under `model` (from the memo when `src` has one). */
-function daysOf(src: BacktestSource, model: SignalModel): Map<string, SignalDay[]> {
+/**
+ * The signal days of every asset under `model` (asset id -> days aligned with its candles),
+ * from the memo when `src` has one ({@link withDaysMemo}); also read by
+ * scripts/experiments/model-selection.ts.
+ */
+export function daysOf(src: BacktestSource, model: SignalModel): Map<string, SignalDay[]> {
   const memo = dayMemos.get(src);
   const key = memo ? JSON.stringify(model) : '';
   const hit = memo?.get(key);
