@@ -13,8 +13,12 @@
 //
 // Contenders: "bare", a Fastify route serving the same bytes (bench/bare-server.ts); "peer",
 // the same features built from the standard plugins (bench/peer-server.ts: @fastify/bearer-auth
-// over a Map of SHA-256 digests, @fastify/rate-limit in memory or with its Redis store, a pino
-// access-log line, the same headers); the bare SDK MCP server (bench/bare-mcp.ts); the service
+// over a Map of SHA-256 digests, @fastify/rate-limit in memory or with its Redis store for the
+// key's window and the account ceiling, @fastify/cors, @fastify/compress, fastify-metrics, a
+// pino access-log line, usage counted per key, the same headers), and beside it the minimal
+// peer of the first ten sessions (one window, static CORS headers, no compression plugin, no
+// metrics, no usage), for comparison with their figures; the bare SDK MCP server
+// (bench/bare-mcp.ts); the service
 // (serviceCommand(): compiled dist/cli.js when present, else src/cli.ts through tsx).
 //
 // BENCH_ONLY=rest,redis,mcp,keys10k,signin,startup,backfill,ingest,dashboard,flush,trackrecord picks
@@ -309,20 +313,28 @@ async function main() {
       await stopService(cap);
 
       const bare = () => startServer('bare Fastify route', scriptCommand('bench/bare-server.ts', p.bodyFile), { readyPath: SIGNALS });
-      const peer = (env: Record<string, string> = {}) =>
+      /**
+       * The peer on `keysFile`: with the service's per-request features from the standard
+       * plugins (PEER_FEATURES=full), or the minimal peer of the first ten sessions, run beside
+       * it for comparison with their figures (bench/peer-server.ts).
+       */
+      const peer = (keysFile: string, features: 'full' | 'minimal', env: Record<string, string> = {}) =>
         startServer(
-          env.REDIS_URL ? 'peer (Redis store)' : 'peer (memory store)',
-          scriptCommand('bench/peer-server.ts', p.bodyFile, p.headersFile, restFile),
-          {
-            env,
-            readyPath: undefined,
-          },
+          `peer${features === 'minimal' ? ', minimal' : ''} (${env.REDIS_URL ? 'Redis' : 'memory'} store)`,
+          scriptCommand('bench/peer-server.ts', p.bodyFile, p.headersFile, keysFile),
+          { env: { ...env, PEER_FEATURES: features }, readyPath: undefined },
+        );
+      /** An information line: the service against the minimal peer of the same rounds. */
+      const vsMinimal = (m: Map<string, Medians>, service: string, minimal: string) =>
+        console.log(
+          `  service / ${minimal}: throughput ${x(m.get(service)!.rps / m.get(minimal)!.rps)}, CPU/req ${x(m.get(service)!.cpuUs / m.get(minimal)!.cpuUs)}; ${perRound(m, service, minimal)}`,
         );
 
       if (want('rest')) {
         console.log(`REST: keyed GET ${SIGNALS}, embedded PGlite, memory limiter (service) vs peer (memory store) vs bare`);
         const b = track(await bare());
-        const pe = track(await peer());
+        const pe = track(await peer(restFile, 'full'));
+        const pm = track(await peer(restFile, 'minimal'));
         // BENCH_BASE_ROOT: another checkout's build (e.g. the commit before a change) as a
         // fourth contender in the same rounds, on a copy of the data folder made while no
         // process has it open.
@@ -330,10 +342,11 @@ async function main() {
         if (BASE_ROOT) cpSync(dir, dirBase, { recursive: true });
         const sv = track(await service('service, PGlite + memory limiter', { PGLITE_DIR: dir }));
         const base = BASE_ROOT ? track(await service(`service (base: ${BASE_ROOT})`, { PGLITE_DIR: dirBase }, undefined, BASE_ROOT)) : null;
-        for (const s of [pe, sv, ...(base ? [base] : [])]) await warmKeys(s.url, rest, restKeys);
+        for (const s of [pe, pm, sv, ...(base ? [base] : [])]) await warmKeys(s.url, rest, restKeys);
         const m = await interleave('rest', [
           { name: 'bare', server: b, spec: rest },
           { name: 'peer (memory)', server: pe, spec: rest },
+          { name: 'peer, minimal (memory)', server: pm, spec: rest },
           { name: 'service (memory)', server: sv, spec: rest },
           ...(base ? [{ name: 'service (base)', server: base, spec: rest }] : []),
         ]);
@@ -346,8 +359,10 @@ async function main() {
         }
         await stopService(sv);
         await stopServer(pe);
+        await stopServer(pm);
         await stopServer(b);
         printMedians(m, 'service (memory)');
+        vsMinimal(m, 'service (memory)', 'peer, minimal (memory)');
         const s = m.get('service (memory)')!;
         const vsPeer = ratio(s.rps, m.get('peer (memory)')!.rps);
         const vsBare = ratio(s.rps, m.get('bare')!.rps);
@@ -386,27 +401,26 @@ async function main() {
             const pgFile = writeKeys('pg.keys', pgKeys);
             const spec: LoadSpec = { path: SIGNALS, keysFile: pgFile };
             const b = track(await bare());
-            const pe = track(
-              await startServer('peer (Redis store)', scriptCommand('bench/peer-server.ts', p.bodyFile, p.headersFile, pgFile), {
-                env: { REDIS_URL },
-                readyPath: undefined,
-              }),
-            );
+            const pe = track(await peer(pgFile, 'full', { REDIS_URL }));
+            const pm = track(await peer(pgFile, 'minimal', { REDIS_URL }));
             const sv = track(
               await service('service, PostgreSQL + Redis', { DATABASE_URL: pgUrl, REDIS_URL, AUTH_SECRET: 'bench-'.repeat(8) }),
             );
-            for (const s of [pe, sv]) await warmKeys(s.url, spec, pgKeys);
+            for (const s of [pe, pm, sv]) await warmKeys(s.url, spec, pgKeys);
             // The Redis server's own CPU per request beside each server's (when it runs here).
             const sidecars = redisHere?.pid ? [redisHere.pid] : undefined;
             const m = await interleave('pg+redis', [
               { name: 'bare', server: b, spec },
               { name: 'peer (Redis store)', server: pe, spec, sidecars },
+              { name: 'peer, minimal (Redis store)', server: pm, spec, sidecars },
               { name: 'service (PG + Redis)', server: sv, spec, sidecars },
             ]);
             await stopService(sv);
             await stopServer(pe);
+            await stopServer(pm);
             await stopServer(b);
             printMedians(m, 'service (PG + Redis)');
+            vsMinimal(m, 'service (PG + Redis)', 'peer, minimal (Redis store)');
             const s = m.get('service (PG + Redis)')!;
             const vsPeer = ratio(s.rps, m.get('peer (Redis store)')!.rps);
             const vsBare = ratio(s.rps, m.get('bare')!.rps);
