@@ -113,3 +113,23 @@ export function normalizeWeights(weights: readonly number[], digits: number): nu
   }
   return floors.map((f) => f / unit);
 }
+
+/**
+ * A formatter of epoch-ms instants as ISO 8601 UTC text (`Date.prototype.toISOString`) that
+ * keeps the last instant it formatted: under load many responses fall in one millisecond, and
+ * `toISOString` costs about 0.46 µs on Node 20 (this machine, bench-scratch measurement; the
+ * HTTP path formats twice per request: `meta.timestamp` and `X-RateLimit-Reset`). Each caller
+ * keeps its own formatter, so two call sites with different instants do not evict each other.
+ * @returns `(ms) => ISO text`, e.g. 1700000000000 -> '2023-11-14T22:13:20.000Z'.
+ */
+export function isoFormatter(): (ms: number) => string {
+  let lastMs = Number.NaN;
+  let lastText = '';
+  return (ms) => {
+    if (ms !== lastMs) {
+      lastText = new Date(ms).toISOString();
+      lastMs = ms;
+    }
+    return lastText;
+  };
+}

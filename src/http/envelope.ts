@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { isoFormatter } from '../engine/util.ts';
 import { ERROR_CODES, type ErrorCode, type ServiceError } from '../errors.ts';
 
 /**
@@ -52,13 +53,16 @@ export const ErrorEnvelopeSchema = z.object({
   meta: MetaSchema,
 });
 
+/** `meta.timestamp` of the responses of the current millisecond. */
+const timestampText = isoFormatter();
+
 /**
  * The `meta` of a response as JSON text (the fields of `Meta`, in order), written directly:
  * the timestamp is ISO 8601 and needs no escaping; the request id and as-of are quoted.
  */
 function metaJson(req: FastifyRequest, cached: boolean, asOf: AsOf): string {
   return (
-    `{"timestamp":"${new Date().toISOString()}","version":"v1","cached":${cached},` +
+    `{"timestamp":"${timestampText(Date.now())}","version":"v1","cached":${cached},` +
     `"request_id":${JSON.stringify(String(req.id))},"as_of":${JSON.stringify(resolveAsOf(asOf))}}`
   );
 }

@@ -1,6 +1,7 @@
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Redis } from 'ioredis';
 import { TIER_LIMITS, type Tier } from '../auth/tiers.ts';
+import { isoFormatter } from '../engine/util.ts';
 
 /** Which window a decision is about. */
 export type Window = 'minute' | 'day';
@@ -654,11 +655,15 @@ function runInMemory(
   return { verdict: { kind: 'ok', epoch: '0' }, counts };
 }
 
+/** `X-RateLimit-Reset` of the decisions resetting at the same millisecond. */
+const resetText = isoFormatter();
+
 /**
  * The response headers of a decision: X-RateLimit-* (README, "Tiers and rate limits"), X-Service-Tier, and the
  * IETF draft `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers),
  * plus `Retry-After` when refused.
  */
+
 export function rateLimitHeaders(d: LimitDecision): Record<string, string> {
   let policy = '';
   let state = '';
@@ -670,7 +675,7 @@ export function rateLimitHeaders(d: LimitDecision): Record<string, string> {
   const h: Record<string, string> = {
     'X-RateLimit-Limit': String(d.limit),
     'X-RateLimit-Remaining': String(d.remaining),
-    'X-RateLimit-Reset': d.reset.toISOString(),
+    'X-RateLimit-Reset': resetText(d.reset.getTime()),
     'X-Service-Tier': d.tier,
     'RateLimit-Policy': policy,
     RateLimit: state,

@@ -28,7 +28,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   engine: [],
   providers: ['engine', 'errors.ts', 'config.ts'],
   store: ['engine', 'config.ts', 'errors.ts', 'auth/tiers.ts'],
-  'rate-limit': ['auth/tiers.ts'],
+  'rate-limit': ['auth/tiers.ts', 'engine/util.ts'],
   auth: ['store', 'config.ts', 'errors.ts'],
   services: ['engine', 'providers', 'store', 'auth', 'rate-limit', 'errors.ts', 'config.ts'],
   jobs: ['providers', 'services', 'store', 'engine', 'errors.ts'],
