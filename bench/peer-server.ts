@@ -19,11 +19,15 @@
 //  - `@fastify/cors` and `@fastify/compress` registered with the service's options (src/http/app.ts)
 //    instead of static CORS headers;
 //  - Prometheus metrics by `fastify-metrics` (prom-client): the request-duration histogram
-//    by method, route and status (the service's buckets, no summary), the process metrics,
-//    a rate-limit decisions counter, GET /metrics;
+//    by method, route and status (the service's buckets; the plugin's summary switched off,
+//    so it stays empty), the process metrics, a rate-limit decisions counter (its children
+//    bound once, one decision per keyed request from its outcome), GET /metrics;
 //  - per-key usage counted in memory (the service also writes it to its database every 5 s;
 //    the peer has no database, so that part is not matched).
-// Not matched: the service's failed-auth budget per address, checked on the success path too.
+// Not matched: the service also checks the client address's failed-auth budget and the key's
+// revocation marker and tier epoch on the success path, and with Redis it admits a request in
+// one batched script (key window, account ceiling, revocation, epoch) where the peer's plugin
+// runs one script per limit, two per request.
 // PEER_FEATURES=minimal is the peer of the first ten sessions (one window, static CORS headers,
 // no compression plugin, no metrics, no usage counting).
 // Usage: peer-server.ts <body file> <headers JSON file> <keys file> (PORT, HOST, REDIS_URL, PEER_FEATURES env).
@@ -84,9 +88,18 @@ app.addHook('onResponse', async (req, reply) => {
     },
     'request completed',
   );
-  if (full && req.keyId) usage.set(req.keyId, (usage.get(req.keyId) ?? 0) + 1);
+  // One decision per keyed request, from its outcome (a refusal by either limit is a 429),
+  // and the usage of the requests served, as the service counts them.
+  if (full && req.keyId) {
+    if (reply.statusCode === 429) decided!.limited.inc();
+    else {
+      decided!.allowed.inc();
+      usage.set(req.keyId, (usage.get(req.keyId) ?? 0) + 1);
+    }
+  }
 });
-let decisions: Counter<'tier' | 'decision'> | undefined;
+/** The decisions counter's two children, bound once (as the service binds its own). */
+let decided: { allowed: { inc(): void }; limited: { inc(): void } } | undefined;
 if (full) {
   await app.register(fastifyMetrics, {
     endpoint: '/metrics',
@@ -97,11 +110,15 @@ if (full) {
       },
     },
   });
-  decisions = new Counter({
+  const decisions = new Counter({
     name: 'rate_limit_decisions_total',
     help: 'Rate-limit decisions, by tier and decision (allowed, limited)',
     labelNames: ['tier', 'decision'],
   });
+  decided = {
+    allowed: decisions.labels({ tier: 'api', decision: 'allowed' }),
+    limited: decisions.labels({ tier: 'api', decision: 'limited' }),
+  };
   // The service's options (src/http/app.ts, CORS_ORIGINS unset: any origin).
   await app.register(fastifyCors, {
     origin: '*',
@@ -136,15 +153,14 @@ await app.register(rateLimit, {
     : {}),
 });
 if (full) {
-  // The account ceiling, from the plugin (its documented way to apply another limit in a hook).
+  // The account ceiling, from the plugin (its documented way to apply another limit in a
+  // hook), after the key's own window (preHandler follows every onRequest hook): a request the
+  // key's window refuses does not count on the account, as in the service.
   const checkAccount = app.createRateLimit({ max: minute * 5, timeWindow: 60_000, keyGenerator: (req) => `acct:${req.userId ?? req.ip}` });
-  app.addHook('onRequest', async (req, reply) => {
+  app.addHook('preHandler', async (req, reply) => {
     const a = await checkAccount(req);
-    if ('isExceeded' in a && a.isExceeded) {
-      decisions!.inc({ tier: 'api', decision: 'limited' });
+    if ('isExceeded' in a && a.isExceeded)
       return reply.code(429).header('Retry-After', a.ttlInSeconds).send({ error: 'account rate limit exceeded' });
-    }
-    decisions!.inc({ tier: 'api', decision: 'allowed' });
   });
 }
 // The IETF draft headers the service also sends, from the plugin's figures.

@@ -280,7 +280,11 @@ async function main() {
 
       // Capture what the baselines serve: the keyed body and static headers, the MCP result.
       const cap = track(await service('service (capture)', { PGLITE_DIR: dir }));
-      const keyed = await fetch(`${cap.url}${SIGNALS}`, { headers: { authorization: `Bearer ${restKeys[0]}` } });
+      // No compression asked, as wrk asks none (fetch would send Accept-Encoding: gzip, deflate,
+      // and the service's Vary would then name accept-encoding).
+      const keyed = await fetch(`${cap.url}${SIGNALS}`, {
+        headers: { authorization: `Bearer ${restKeys[0]}`, 'accept-encoding': 'identity' },
+      });
       const body = await keyed.text();
       const staticNames = [
         'content-type',

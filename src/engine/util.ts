@@ -1,7 +1,8 @@
 /**
  * Small pure helpers shared by the engine modules: UTC calendar-day arithmetic, rounding,
  * clamping and sorted-array look-ups. No clock reads: `Date.parse` is only applied to the
- * date strings passed in.
+ * date strings passed in. Also `isoFormatter`, the one helper with state (its last instant),
+ * used by the HTTP envelope and the rate limiter's headers.
  */
 
 const DAY_MS = 86_400_000;

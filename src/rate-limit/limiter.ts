@@ -663,7 +663,6 @@ const resetText = isoFormatter();
  * IETF draft `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers),
  * plus `Retry-After` when refused.
  */
-
 export function rateLimitHeaders(d: LimitDecision): Record<string, string> {
   let policy = '';
   let state = '';

@@ -28,13 +28,14 @@ async function waitForNoOtherSnapshots(db: Database): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (;;) {
     const res = await db.db.execute(
-      sql`select pid, backend_type, state, query from pg_stat_activity
+      sql`select pid, backend_type, state, backend_xmin::text, xact_start, query from pg_stat_activity
           where datname = current_database() and pid <> pg_backend_pid()
             and (backend_xmin is not null or backend_xid is not null)`,
     );
     const holders = (res as unknown as { rows: Record<string, unknown>[] }).rows;
     if (holders.length === 0) return;
-    if (Date.now() > deadline) throw new Error(`other backends still hold snapshots: ${JSON.stringify(holders)}`);
+    if (Date.now() > deadline)
+      throw new Error(`other backends in this database still hold a snapshot after 15 s: ${JSON.stringify(holders)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -152,8 +153,8 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       // On PostgreSQL, a snapshot held by any other backend in this database keeps the old row
       // versions alive, so updates cannot stay on their page: autovacuum's ANALYZE of a table the
       // suite just filled (app_users, 80 rows) did that once in CI (heap pages 20 -> 135). Off for
-      // every table of this temporary database (PGlite has no autovacuum), then wait for workers
-      // already running to end.
+      // every table of this temporary database (PGlite has no autovacuum; system catalogs
+      // cannot be switched off, hence the wait before every flush below).
       await ctx.db.db.execute(sql`
         do $$ declare t record; begin
           for t in select schemaname, tablename from pg_tables where schemaname not in ('pg_catalog', 'information_schema') loop
@@ -172,10 +173,14 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       const opts = await ctx.db.db.execute(sql`select reloptions from pg_class where relname = 'api_keys'`);
       assert.ok((opts as unknown as { rows: { reloptions: string[] }[] }).rows[0]!.reloptions.includes('fillfactor=50'));
       const repo = new KeyRepo(ctx.db.db);
-      const flush = (n: number) =>
-        repo.addUsage(
+      // Before every flush: a snapshot taken after the check is newer than the previous flush's
+      // commit, so it cannot keep that flush's old row versions alive.
+      const flush = async (n: number) => {
+        await waitForNoOtherSnapshots(ctx!.db);
+        await repo.addUsage(
           ids.map((keyId) => ({ keyId, requests: 1, day: '2026-01-03', lastUsedAt: new Date(Date.UTC(2026, 0, 3, 0, n)).toISOString() })),
         );
+      };
       /** Pages of the table's heap and of its indexes (main forks; the free space and visibility maps come and go). */
       const pages = async () => {
         const res = await ctx!.db.db.execute(
