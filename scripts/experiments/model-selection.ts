@@ -25,7 +25,6 @@ import {
   DEFAULT_FROM,
   daysOf,
   WALK_FORWARD_FIRST_YEAR,
-  withDaysMemo,
 } from '../../src/services/backtest.ts';
 import { MarketService } from '../../src/services/market.ts';
 
@@ -44,7 +43,7 @@ function targetScore(byAsset: Map<string, SignalDay[]>, through: string): number
   const met = targetChecks(per, p, (8 / 11) * per.length).filter((t) => t.met).length;
   return met + 1e-3 * (p.long_flat.sharpe ?? 0);
 }
-const src = withDaysMemo(await MarketService.create(new DatasetProvider('data'), null));
+const src = await MarketService.create(new DatasetProvider('data'), null);
 const to = src.asOf;
 const lastYear = Number(to.slice(0, 4));
 
@@ -54,7 +53,7 @@ for (const b of MODEL_V3_GRID) candidates.push({ name: `v3 ${b.buy}/${b.strong}`
 if (process.env.ASYM === '1')
   for (const b of MODEL_V3_GRID) candidates.push({ name: `v3-no-gate ${b.buy}/${b.strong}`, model: { ...modelV3(b), volGate: null } });
 
-/** Signal days per asset of each candidate (services/backtest.ts `daysOf`). */
+/** Signal days per asset of each candidate (services/backtest.ts `daysOf`; each model is read once, so no memo). */
 const days = new Map<string, Map<string, SignalDay[]>>();
 for (const c of candidates) days.set(c.name, daysOf(src, c.model));
 

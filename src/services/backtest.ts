@@ -94,7 +94,7 @@ const dayMemos = new WeakMap<BacktestSource, Map<string, Map<string, SignalDay[]
  * 3.2-3.3 s and 387-392 MB; Node 24 2.2-2.3 s and 474 MB instead of 2.7-3.6 s and 515-527 MB.
  * A source that has the memo is returned as is.
  */
-export function withDaysMemo(src: BacktestSource): BacktestSource {
+function withDaysMemo(src: BacktestSource): BacktestSource {
   if (dayMemos.has(src)) return src;
   const memoized: BacktestSource = { data: src.data, asOf: src.asOf, seriesFor: (model) => src.seriesFor(model) };
   dayMemos.set(memoized, new Map());
