@@ -4,7 +4,7 @@
 // main thread), through the real UsageTracker and KeyRepo: the longest the event loop was
 // held during one flush (perf_hooks monitorEventLoopDelay, 1 ms resolution, and the largest
 // gap between two setImmediate turns, in wall time and in process CPU time), for one statement over every key (what the flush did
-// before: chunk = keys) and for the default chunks (USAGE_FLUSH_CHUNK = 500), interleaved
+// before: chunk = keys) and for the default chunks (USAGE_FLUSH_CHUNK, 250), interleaved
 // over `rounds` rounds (default 3) in one process; medians reported, with their ratio.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
@@ -25,6 +25,8 @@ export interface FlushSample {
   maxGapMs: number;
   /** Largest process CPU time spent between two consecutive setImmediate turns (the work done without yielding; less sensitive to a loaded machine). */
   maxGapCpuMs: number;
+  /** Median wall-time gap over the gaps longer than 0.5 ms (the typical stall a request meets during the flush). */
+  medianStallMs: number;
 }
 
 const median = (xs: number[]): number => {
@@ -70,11 +72,13 @@ export async function benchUsageFlush(opts: { keys?: number; rounds?: number; ch
       let lastCpu = process.cpuUsage();
       let maxGap = 0;
       let maxGapCpu = 0;
+      const stalls: number[] = [];
       let done = false;
       const spin = (): void => {
         const t = performance.now();
         const c = process.cpuUsage(lastCpu);
         maxGap = Math.max(maxGap, t - last);
+        if (t - last > 0.5) stalls.push(t - last);
         maxGapCpu = Math.max(maxGapCpu, (c.user + c.system) / 1000);
         last = t;
         lastCpu = process.cpuUsage();
@@ -93,7 +97,14 @@ export async function benchUsageFlush(opts: { keys?: number; rounds?: number; ch
       await new Promise((r) => setTimeout(r, 2));
       h.disable();
       if (usage.size !== 0) throw new Error('usage flush bench: counts left pending');
-      return { chunk: size, totalMs, maxDelayMs: h.max / 1e6, maxGapMs: maxGap, maxGapCpuMs: maxGapCpu };
+      return {
+        chunk: size,
+        totalMs,
+        maxDelayMs: h.max / 1e6,
+        maxGapMs: maxGap,
+        maxGapCpuMs: maxGapCpu,
+        medianStallMs: stalls.length ? median(stalls) : 0,
+      };
     };
 
     await once(chunk); // warm-up (JIT, PGlite caches)
@@ -113,7 +124,7 @@ export async function benchUsageFlush(opts: { keys?: number; rounds?: number; ch
     console.log(
       `usage flush of ${keys} keys on PGlite (median of ${rounds}): one statement: longest event-loop stall ${f(single, 'maxGapCpuMs')} ms CPU / ` +
         `${f(single, 'maxGapMs')} ms wall, flush ${f(single, 'totalMs')} ms; chunks of ${chunk}: longest stall ${f(chunked, 'maxGapCpuMs')} ms CPU / ` +
-        `${f(chunked, 'maxGapMs')} ms wall (monitorEventLoopDelay max ${f(chunked, 'maxDelayMs')} ms), flush ${f(chunked, 'totalMs')} ms; ` +
+        `${f(chunked, 'maxGapMs')} ms wall (monitorEventLoopDelay max ${f(chunked, 'maxDelayMs')} ms), median stall ${median(chunked.map((x) => x.medianStallMs)).toFixed(1)} ms, flush ${f(chunked, 'totalMs')} ms; ` +
         `stall ratio chunked/one statement (CPU) ${ratio.toFixed(2)}`,
     );
     return { single, chunked };

@@ -213,9 +213,11 @@ const EnvSchema = z.object({
   /**
    * Most keys whose usage one statement of the flush writes; the flush yields to the event
    * loop between two statements (services/usage.ts), so a flush over many keys does not stall
-   * requests.
+   * requests. 250 (services/usage.ts DEFAULT_USAGE_FLUSH_CHUNK): on PGlite at 10,000 keys a
+   * statement holds the main thread ~3 ms, and the whole flush costs what chunks of 500 did
+   * (docs/benchmarks.md, "Eleventh session").
    */
-  USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(500),
+  USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(250),
 });
 
 /** The validated configuration, read once at start. */
