@@ -222,7 +222,12 @@ export async function createCore(
       config.LIVE ? { mode: 'live', referenceDay: () => newestCompleteDay(clock()) } : { mode: 'offline' },
     );
     t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
-    const repos = { users: new UserRepo(database.db), keys: new KeyRepo(database.db), theses: new ThesisRepo(database.db), history };
+    const repos = {
+      users: new UserRepo(database.db),
+      keys: new KeyRepo(database.db, database.kind === 'pglite'),
+      theses: new ThesisRepo(database.db),
+      history,
+    };
     usage = new UsageTracker(
       repos.keys,
       config.USAGE_FLUSH_MS,

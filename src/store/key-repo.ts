@@ -45,7 +45,17 @@ const keyColumns = {
  * themselves: every read or write of a key on behalf of a user is filtered by its owner's id.
  */
 export class KeyRepo {
-  constructor(private readonly db: Db) {}
+  /**
+   * @param db the database.
+   * @param embedded true on PGlite (in the process, no client timeout): `addUsage` may then
+   *   write a single day without a transaction. On PostgreSQL (default false) it keeps one,
+   *   because a reply lost to the client's query timeout must leave nothing committed: the
+   *   queued ROLLBACK undoes the statement, and the usage tracker re-queues the chunk.
+   */
+  constructor(
+    private readonly db: Db,
+    private readonly embedded = false,
+  ) {}
 
   /**
    * Creates a key if the user has fewer than `max` active keys. Atomic: the user's row is
@@ -100,10 +110,12 @@ export class KeyRepo {
   }
 
   /**
-   * Adds counted usage to the keys: one UPDATE per UTC day in the batch (usually one). Several
-   * days are written in one transaction; a single day is one statement, atomic by itself,
-   * without BEGIN/COMMIT (two round trips fewer: on PGlite, whose statements run on the main
-   * thread, about 0.7 ms of a 500-key chunk's 5 ms; docs/benchmarks.md, "Eleventh session").
+   * Adds counted usage to the keys: one UPDATE per UTC day in the batch (usually one), in one
+   * transaction, so a rejection leaves nothing written (the usage tracker re-queues the chunk).
+   * On PGlite (`embedded`) a single day is one statement without BEGIN/COMMIT: atomic by
+   * itself, and with no client timeout there a rejection is the statement's own failure. That
+   * is two round trips fewer, about 0.7 ms of main thread per statement (docs/benchmarks.md,
+   * "Eleventh session"). `deltas` hold at most one entry per key and day (UsageTracker's).
    */
   async addUsage(deltas: UsageDelta[]): Promise<void> {
     if (deltas.length === 0) return;
@@ -134,7 +146,7 @@ export class KeyRepo {
           from jsonb_to_recordset(${json}::jsonb) as v(id uuid, requests integer, last_used timestamptz)
           where k.id = v.id and k.id = any(${idList}::uuid[])`);
     };
-    if (days.length === 1) {
+    if (this.embedded && days.length === 1) {
       await write(this.db, days[0]!);
       return;
     }

@@ -120,7 +120,8 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
 
     test('key usage: batched flushes add up per key and per UTC day, late deltas do not reset the day', async (t) => {
       if (!ctx) return t.skip(PG_SKIP);
-      const repo = new KeyRepo(ctx.db.db);
+      // As the service builds it (core.ts): single-day writes without a transaction on PGlite.
+      const repo = new KeyRepo(ctx.db.db, ctx.db.kind === 'pglite');
       await new UserRepo(ctx.db.db).ensureUser('usage-user', 'usage@example.com');
       const a = (await repo.createKey('usage-user', 'a', 'svc_live_aaaa', 'a'.repeat(64), 5))!;
       const b = (await repo.createKey('usage-user', 'b', 'svc_live_bbbb', 'b'.repeat(64), 5))!;
@@ -172,7 +173,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       const ids = (await ctx.db.db.insert(apiKeys).values(rows).returning({ id: apiKeys.id })).map((r) => r.id);
       const opts = await ctx.db.db.execute(sql`select reloptions from pg_class where relname = 'api_keys'`);
       assert.ok((opts as unknown as { rows: { reloptions: string[] }[] }).rows[0]!.reloptions.includes('fillfactor=50'));
-      const repo = new KeyRepo(ctx.db.db);
+      const repo = new KeyRepo(ctx.db.db, ctx.db.kind === 'pglite');
       // Before every flush: a snapshot taken after the check is newer than the previous flush's
       // commit, so it cannot keep that flush's old row versions alive.
       const flush = async (n: number) => {
@@ -199,6 +200,25 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       assert.equal(last.indexes, first.indexes);
       const k = (await repo.listKeys('flush-0'))[0]!;
       assert.equal(k.requestsTotal, 31);
+    });
+
+    // After the in-place test: its key would share that test's pages and take their slack.
+    test('key usage: a write that fails leaves nothing written, for one day and for several', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      const repo = new KeyRepo(ctx.db.db, ctx.db.kind === 'pglite');
+      await new UserRepo(ctx.db.db).ensureUser('usage-fail', 'usage-fail@example.com');
+      const a = (await repo.createKey('usage-fail', 'a', 'svc_live_ffff', 'f'.repeat(64), 5))!;
+      const good = { keyId: a.id, requests: 5, lastUsedAt: '2026-02-01T10:00:00.000Z', day: '2026-02-01' };
+      // Not a uuid: the statement that carries it fails.
+      const bad = { keyId: 'not-a-uuid', requests: 1, lastUsedAt: '2026-02-02T10:00:00.000Z', day: '2026-02-02' };
+      await assert.rejects(repo.addUsage([good, { ...bad, day: '2026-02-01' }]));
+      // Two days: the first day's statement succeeds, the second's fails, the first is rolled back.
+      await assert.rejects(repo.addUsage([good, bad]));
+      const k = (await repo.listKeys('usage-fail'))[0]!;
+      assert.equal(k.requestsTotal, 0);
+      assert.equal(k.usageDay, null);
+      await repo.addUsage([good]);
+      assert.equal((await repo.listKeys('usage-fail'))[0]!.requestsTotal, 5);
     });
   });
 }
