@@ -328,10 +328,10 @@ async function main() {
           scriptCommand('bench/peer-server.ts', p.bodyFile, p.headersFile, keysFile),
           { env: { ...env, PEER_FEATURES: features }, readyPath: undefined },
         );
-      /** An information line: the service against the minimal peer of the same rounds. */
-      const vsMinimal = (m: Map<string, Medians>, service: string, minimal: string) =>
+      /** An information line of the same rounds (no verdict): `service` against `other`, labelled `label`. */
+      const versus = (m: Map<string, Medians>, service: string, other: string, label = other) =>
         console.log(
-          `  service / ${minimal}: throughput ${x(m.get(service)!.rps / m.get(minimal)!.rps)}, CPU/req ${x(m.get(service)!.cpuUs / m.get(minimal)!.cpuUs)}; ${perRound(m, service, minimal)}`,
+          `  service / ${label}: throughput ${x(m.get(service)!.rps / m.get(other)!.rps)}, CPU/req ${x(m.get(service)!.cpuUs / m.get(other)!.cpuUs)}; ${perRound(m, service, other)}`,
         );
 
       if (want('rest')) {
@@ -356,17 +356,14 @@ async function main() {
         ]);
         if (base) {
           await stopService(base);
-          const sb = m.get('service (base)')!;
-          console.log(
-            `  service / base (${BASE_ROOT}): throughput ${x(m.get('service (memory)')!.rps / sb.rps)}, CPU/req ${x(m.get('service (memory)')!.cpuUs / sb.cpuUs)}; ${perRound(m, 'service (memory)', 'service (base)')}`,
-          );
+          versus(m, 'service (memory)', 'service (base)', `base (${BASE_ROOT})`);
         }
         await stopService(sv);
         await stopServer(pe);
         await stopServer(pm);
         await stopServer(b);
         printMedians(m, 'service (memory)');
-        vsMinimal(m, 'service (memory)', 'peer, minimal (memory)');
+        versus(m, 'service (memory)', 'peer, minimal (memory)');
         const s = m.get('service (memory)')!;
         const vsPeer = ratio(s.rps, m.get('peer (memory)')!.rps);
         const vsBare = ratio(s.rps, m.get('bare')!.rps);
@@ -424,7 +421,7 @@ async function main() {
             await stopServer(pm);
             await stopServer(b);
             printMedians(m, 'service (PG + Redis)');
-            vsMinimal(m, 'service (PG + Redis)', 'peer, minimal (Redis store)');
+            versus(m, 'service (PG + Redis)', 'peer, minimal (Redis store)');
             const s = m.get('service (PG + Redis)')!;
             const vsPeer = ratio(s.rps, m.get('peer (Redis store)')!.rps);
             const vsBare = ratio(s.rps, m.get('bare')!.rps);

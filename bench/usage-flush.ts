@@ -54,7 +54,7 @@ export async function benchUsageFlush(opts: { keys?: number; rounds?: number; ch
       insert into api_keys (user_id, name, prefix, key_hash)
       select 'bench-usage', 'k' || g, 'svc_live_', md5(g::text) from generate_series(1, ${keys}) as g returning id`);
     const ids = (res as unknown as { rows: { id: string }[] }).rows.map((r) => r.id);
-    const repo = new KeyRepo(database.db, true);
+    const repo = new KeyRepo(database.db, database.kind);
 
     const once = async (size: number): Promise<FlushSample> => {
       const usage = new UsageTracker(

@@ -224,7 +224,7 @@ export async function createCore(
     t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
     const repos = {
       users: new UserRepo(database.db),
-      keys: new KeyRepo(database.db, database.kind === 'pglite'),
+      keys: new KeyRepo(database.db, database.kind),
       theses: new ThesisRepo(database.db),
       history,
     };

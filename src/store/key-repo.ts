@@ -1,6 +1,6 @@
 import { and, asc, count, eq, sql } from 'drizzle-orm';
 import type { PlanTier } from '../auth/tiers.ts';
-import type { Db } from './db.ts';
+import type { Database, Db } from './db.ts';
 import { apiKeys, appUsers } from './schema.ts';
 
 /** A key as listed to its owner (never the key itself). */
@@ -45,17 +45,22 @@ const keyColumns = {
  * themselves: every read or write of a key on behalf of a user is filtered by its owner's id.
  */
 export class KeyRepo {
+  /** True on PGlite (in the process, no client timeout): see `addUsage`. */
+  private readonly embedded: boolean;
+
   /**
    * @param db the database.
-   * @param embedded true on PGlite (in the process, no client timeout): `addUsage` may then
-   *   write a single day without a transaction. On PostgreSQL (default false) it keeps one,
-   *   because a reply lost to the client's query timeout must leave nothing committed: the
-   *   queued ROLLBACK undoes the statement, and the usage tracker re-queues the chunk.
+   * @param kind its backend (`Database.kind`). On 'pglite' `addUsage` may write a single day
+   *   without a transaction. On 'postgres' (the default) it keeps one, because a reply lost to
+   *   the client's query timeout must leave nothing committed: the queued ROLLBACK undoes the
+   *   statement, and the usage tracker re-queues the chunk.
    */
   constructor(
     private readonly db: Db,
-    private readonly embedded = false,
-  ) {}
+    kind: Database['kind'] = 'postgres',
+  ) {
+    this.embedded = kind === 'pglite';
+  }
 
   /**
    * Creates a key if the user has fewer than `max` active keys. Atomic: the user's row is

@@ -98,7 +98,7 @@ for (const backend of ['pglite', 'postgres'] as const) {
     test(`${KEYS} pending keys: statements of at most ${CHUNK} keys, event-loop turns between them, every count arrives, a failed chunk is kept`, async (t) => {
       if (!(await open(t))) return;
       try {
-        const repo = new CountingRepo(new KeyRepo(database.db, database.kind === 'pglite'));
+        const repo = new CountingRepo(new KeyRepo(database.db, database.kind));
         const errors: unknown[] = [];
         const usage = new UsageTracker(repo, 60_000, (e) => errors.push(e), CHUNK);
         for (const [i, id] of ids.entries()) {
@@ -148,7 +148,7 @@ for (const backend of ['pglite', 'postgres'] as const) {
     test('counts being written stay visible to pending(); concurrent flushes are serialized; stop() writes everything', async (t) => {
       if (!(await open(t))) return;
       try {
-        const repo = new CountingRepo(new KeyRepo(database.db, database.kind === 'pglite'));
+        const repo = new CountingRepo(new KeyRepo(database.db, database.kind));
         const usage = new UsageTracker(repo, 60_000, () => {}, CHUNK);
         for (const [i, id] of ids.entries()) usage.record(id, T0 + i);
         const last = ids.at(-1)!;

@@ -121,7 +121,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
     test('key usage: batched flushes add up per key and per UTC day, late deltas do not reset the day', async (t) => {
       if (!ctx) return t.skip(PG_SKIP);
       // As the service builds it (core.ts): single-day writes without a transaction on PGlite.
-      const repo = new KeyRepo(ctx.db.db, ctx.db.kind === 'pglite');
+      const repo = new KeyRepo(ctx.db.db, ctx.db.kind);
       await new UserRepo(ctx.db.db).ensureUser('usage-user', 'usage@example.com');
       const a = (await repo.createKey('usage-user', 'a', 'svc_live_aaaa', 'a'.repeat(64), 5))!;
       const b = (await repo.createKey('usage-user', 'b', 'svc_live_bbbb', 'b'.repeat(64), 5))!;
@@ -162,7 +162,6 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
             execute format('alter table %I.%I set (autovacuum_enabled = false)', t.schemaname, t.tablename);
           end loop;
         end $$`);
-      await waitForNoOtherSnapshots(ctx.db);
       await ctx.db.db.insert(appUsers).values(users);
       const rows = Array.from({ length: 400 }, (_, i) => ({
         userId: `flush-${Math.floor(i / 5)}`,
@@ -173,7 +172,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
       const ids = (await ctx.db.db.insert(apiKeys).values(rows).returning({ id: apiKeys.id })).map((r) => r.id);
       const opts = await ctx.db.db.execute(sql`select reloptions from pg_class where relname = 'api_keys'`);
       assert.ok((opts as unknown as { rows: { reloptions: string[] }[] }).rows[0]!.reloptions.includes('fillfactor=50'));
-      const repo = new KeyRepo(ctx.db.db, ctx.db.kind === 'pglite');
+      const repo = new KeyRepo(ctx.db.db, ctx.db.kind);
       // Before every flush: a snapshot taken after the check is newer than the previous flush's
       // commit, so it cannot keep that flush's old row versions alive.
       const flush = async (n: number) => {
@@ -205,7 +204,7 @@ function storageSuite(name: string, open: () => Promise<{ db: Database; cleanup:
     // After the in-place test: its key would share that test's pages and take their slack.
     test('key usage: a write that fails leaves nothing written, for one day and for several', async (t) => {
       if (!ctx) return t.skip(PG_SKIP);
-      const repo = new KeyRepo(ctx.db.db, ctx.db.kind === 'pglite');
+      const repo = new KeyRepo(ctx.db.db, ctx.db.kind);
       await new UserRepo(ctx.db.db).ensureUser('usage-fail', 'usage-fail@example.com');
       const a = (await repo.createKey('usage-fail', 'a', 'svc_live_ffff', 'f'.repeat(64), 5))!;
       const good = { keyId: a.id, requests: 5, lastUsedAt: '2026-02-01T10:00:00.000Z', day: '2026-02-01' };
