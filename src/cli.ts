@@ -41,8 +41,9 @@ const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'u
 
 async function serve(cfg: Config): Promise<void> {
   // Only `serve` loads the HTTP stack (Fastify, the identity provider).
-  const [{ createService }, { logPhase }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
-  const svc = await createService(cfg);
+  const [{ createService }, { logPhase, createLogger }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
+  // A server logs a line per request: buffered asynchronous writes (src/logger.ts).
+  const svc = await createService(cfg, { log: createLogger(cfg.LOG_LEVEL, undefined, { sync: false }) });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

@@ -2,10 +2,11 @@ import { pino, type Logger } from 'pino';
 import type { Config } from './config.ts';
 
 /**
- * The logger of the process: pino, JSON lines to `stream` (default stdout). Authorization
+ * The logger of the process: pino, JSON lines to `stream` (default stdout; `opts.sync` false:
+ * buffered asynchronous writes, see below). Authorization
  * and cookie headers are redacted should a request's headers ever be logged.
  */
-export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.WritableStream): Logger {
+export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.WritableStream, opts: { sync?: boolean } = {}): Logger {
   return pino(
     {
       level,
@@ -15,15 +16,17 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
         censor: '[redacted]',
       },
     },
-    // stdout through pino's own destination (sonic-boom) in pino's default asynchronous mode,
-    // as Fastify's default logger and the bench's standard-plugin peer use it: a line is
-    // written at once when no write is in flight, and lines that arrive during a write go out
-    // together in the next one, so under load there is not one write(2) per request (the
-    // twelfth session's strace: one per request before, one per ~15 after). Lines stay in
-    // order; pino flushes the buffer synchronously when the process exits (its `exit` and
-    // `beforeExit` handlers, which an uncaught exception and the service's SIGTERM shutdown also
-    // reach; pino's docs/asynchronous.md), so only a SIGKILL or a power cut can lose the last
-    // lines in flight.
-    stream ? (stream as pino.DestinationStream) : pino.destination({ dest: 1, sync: false }),
+    // stdout through pino's own destination (sonic-boom). `sync: true` (the default here, for
+    // one-shot commands such as `ingest --once`, whose results go to stdout too): one write(2)
+    // per line, in order with the command's own output. `sync: false` (`serve`): pino's default
+    // asynchronous mode, as Fastify's default logger and the bench's standard-plugin peer use
+    // it: a line is written at once when no write is in flight, and lines that arrive during a
+    // write go out together in the next one, so under load there is not one write(2) per
+    // request (the twelfth session's strace: one per request before, one per ~15 after). Lines
+    // stay in order; pino flushes the buffer synchronously when the process exits (its `exit`
+    // and `beforeExit` handlers, which an uncaught exception and the service's SIGTERM shutdown
+    // also reach; pino's docs/asynchronous.md), so only a SIGKILL or a power cut can lose the
+    // last lines in flight.
+    stream ? (stream as pino.DestinationStream) : pino.destination({ dest: 1, sync: opts.sync ?? true }),
   );
 }

@@ -3,6 +3,7 @@ import { isIPv6 } from 'node:net';
 import { adminSocketPath, startAdminChannel } from './admin/channel.ts';
 import { lazyIdentity, type LazyIdentity } from './auth/identity-lazy.ts';
 import type { JWTVerifyGetKey } from 'jose';
+import type { Logger } from 'pino';
 import type { JwtCheck } from './auth/jwt-check.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
@@ -60,16 +61,18 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
  * external one), then the HTTP app with REST, the identity routes and MCP at /mcp; runs the
  * signal-history backfill job (skipped when already done). Stopping waits for an identity
  * provider being created, then closes the app, then the core.
+ * @param opts.log the process's logger (default: a synchronous one to `opts.logStream` or
+ *   stdout; `serve` passes an asynchronous one, src/logger.ts).
  * @param opts.publicUrl the service's public origin (default PUBLIC_URL, else http://HOST:PORT).
  * @param opts.clock the wall clock of the live mode (default the system clock; tests set it).
  */
 export async function createService(
   config: Config,
-  opts: { logStream?: NodeJS.WritableStream; publicUrl?: string; clock?: () => Date } = {},
+  opts: { logStream?: NodeJS.WritableStream; log?: Logger; publicUrl?: string; clock?: () => Date } = {},
 ): Promise<Service> {
   // A missing AUTH_SECRET is a configuration error: reported before anything is opened.
   const secret = config.AUTH_ISSUER ? null : embeddedAuthSecret(config);
-  const core = await createCore(config, { logStream: opts.logStream, clock: opts.clock });
+  const core = await createCore(config, { logStream: opts.logStream, log: opts.log, clock: opts.clock });
   let app: FastifyInstance | null = null;
   let closeAdmin: (() => Promise<void>) | null = null;
   try {
