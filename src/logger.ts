@@ -2,9 +2,10 @@ import { pino, type Logger } from 'pino';
 import type { Config } from './config.ts';
 
 /**
- * The logger of the process: pino, JSON lines to `stream` (default stdout; `opts.sync` false:
- * buffered asynchronous writes, see below). Authorization
+ * The logger of the process: pino, JSON lines to `stream`, default stdout. Authorization
  * and cookie headers are redacted should a request's headers ever be logged.
+ * @param opts.sync for the default stdout destination only (ignored when `stream` is given):
+ *   true (default) writes each line at once; false buffers them (see below; `serve` uses it).
  */
 export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.WritableStream, opts: { sync?: boolean } = {}): Logger {
   return pino(
@@ -22,11 +23,11 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
     // asynchronous mode, as Fastify's default logger and the bench's standard-plugin peer use
     // it: a line is written at once when no write is in flight, and lines that arrive during a
     // write go out together in the next one, so under load there is not one write(2) per
-    // request (the twelfth session's strace: one per request before, one per ~15 after). Lines
-    // stay in order; pino flushes the buffer synchronously when the process exits (its `exit`
-    // and `beforeExit` handlers, which an uncaught exception and the service's SIGTERM shutdown
-    // also reach; pino's docs/asynchronous.md), so only a SIGKILL or a power cut can lose the
-    // last lines in flight.
+    // request (the twelfth session's strace: one per request before, one per ~15 after). pino
+    // flushes the buffered lines synchronously when the process exits (`buildSafeSonicBoom` in
+    // pino's lib/tools.js registers `exit` and `beforeExit` handlers, which an uncaught
+    // exception and the service's SIGTERM shutdown also reach). A SIGKILL, a native abort (a
+    // V8 out-of-memory) or a stdout blocked at exit can still lose or reorder the last write.
     stream ? (stream as pino.DestinationStream) : pino.destination({ dest: 1, sync: opts.sync ?? true }),
   );
 }

@@ -62,7 +62,8 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
  * signal-history backfill job (skipped when already done). Stopping waits for an identity
  * provider being created, then closes the app, then the core.
  * @param opts.log the process's logger (default: a synchronous one to `opts.logStream` or
- *   stdout; `serve` passes an asynchronous one, src/logger.ts).
+ *   stdout; `serve` passes an asynchronous one, src/logger.ts); `opts.logStream` is ignored
+ *   when it is given.
  * @param opts.publicUrl the service's public origin (default PUBLIC_URL, else http://HOST:PORT).
  * @param opts.clock the wall clock of the live mode (default the system clock; tests set it).
  */
