@@ -31,7 +31,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { ROOT_DIR } from '../src/config.ts';
+import { loadConfig, ROOT_DIR } from '../src/config.ts';
 import { generateKey } from '../src/auth/api-keys.ts';
 import { TIER_LIMITS } from '../src/auth/tiers.ts';
 import { runBackfill } from '../src/jobs/backfill.ts';
@@ -102,11 +102,11 @@ const LONG_CONTROL = process.env.BENCH_LONG_CONTROL !== '0';
 /** The longest USAGE_FLUSH_MS that `settleUsageFlush` waits for, ms. */
 const SETTLE_MAX_FLUSH_MS = 60_000;
 /**
- * Waits one usage-flush interval (the service's USAGE_FLUSH_MS, default 5,000 ms) plus 1 s, so
- * that the usage counted by a run before is written before the next run starts.
+ * Waits one usage-flush interval (the service's USAGE_FLUSH_MS, read as the service reads it)
+ * plus 1 s, so that the usage counted by a run before is written before the next run starts.
  */
 function settleUsageFlush(): Promise<void> {
-  const interval = Number(process.env.USAGE_FLUSH_MS ?? 5000);
+  const interval = loadConfig(process.env).USAGE_FLUSH_MS;
   // An interval set to keep flushes out of the runs (more than SETTLE_MAX_FLUSH_MS, e.g.
   // USAGE_FLUSH_MS=600000 to see the p99 without flushes) has nothing to wait for.
   if (!(interval <= SETTLE_MAX_FLUSH_MS)) return Promise.resolve();

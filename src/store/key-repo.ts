@@ -45,9 +45,6 @@ const keyColumns = {
  * themselves: every read or write of a key on behalf of a user is filtered by its owner's id.
  */
 export class KeyRepo {
-  /** True on PGlite (in the process, no client timeout): see `addUsage`. */
-  private readonly embedded: boolean;
-
   /**
    * @param db the database.
    * @param kind its backend (`Database.kind`). On 'pglite' `addUsage` may write a single day
@@ -57,10 +54,8 @@ export class KeyRepo {
    */
   constructor(
     private readonly db: Db,
-    kind: Database['kind'] = 'postgres',
-  ) {
-    this.embedded = kind === 'pglite';
-  }
+    private readonly kind: Database['kind'] = 'postgres',
+  ) {}
 
   /**
    * Creates a key if the user has fewer than `max` active keys. Atomic: the user's row is
@@ -117,7 +112,7 @@ export class KeyRepo {
   /**
    * Adds counted usage to the keys: one UPDATE per UTC day in the batch (usually one), in one
    * transaction, so a rejection leaves nothing written (the usage tracker re-queues the chunk).
-   * On PGlite (`embedded`) a single day is one statement without BEGIN/COMMIT: atomic by
+   * On PGlite (in the process, no client timeout) a single day is one statement without BEGIN/COMMIT: atomic by
    * itself, and with no client timeout there a rejection is the statement's own failure. That
    * is two round trips fewer, about 0.7 ms of main thread per statement (docs/benchmarks.md,
    * "Eleventh session"). `deltas` hold at most one entry per key and day (UsageTracker's).
@@ -151,7 +146,7 @@ export class KeyRepo {
           from jsonb_to_recordset(${json}::jsonb) as v(id uuid, requests integer, last_used timestamptz)
           where k.id = v.id and k.id = any(${idList}::uuid[])`);
     };
-    if (this.embedded && days.length === 1) {
+    if (this.kind === 'pglite' && days.length === 1) {
       await write(this.db, days[0]!);
       return;
     }
