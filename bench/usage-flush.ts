@@ -4,7 +4,7 @@
 // main thread), through the real UsageTracker and KeyRepo: the longest the event loop was
 // held during one flush (perf_hooks monitorEventLoopDelay, 1 ms resolution, and the largest
 // gap between two setImmediate turns, in wall time and in process CPU time), for one statement over every key (what the flush did
-// before: chunk = keys) and for the default chunks (USAGE_FLUSH_CHUNK, 250), interleaved
+// before: chunk = keys) and for the default chunks (USAGE_FLUSH_CHUNK, 50), interleaved
 // over `rounds` rounds (default 3) in one process; medians reported, with their ratio.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';

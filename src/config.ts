@@ -213,11 +213,18 @@ const EnvSchema = z.object({
   /**
    * Most keys whose usage one statement of the flush writes; the flush yields to the event
    * loop between two statements (services/usage.ts), so a flush over many keys does not stall
-   * requests. 250 (services/usage.ts DEFAULT_USAGE_FLUSH_CHUNK): on PGlite at 10,000 keys a
-   * statement holds the main thread ~3 ms, and the whole flush costs what chunks of 500 did
-   * (docs/benchmarks.md, "Eleventh session").
+   * requests. 50 (services/usage.ts DEFAULT_USAGE_FLUSH_CHUNK): on PGlite at 10,000 keys a
+   * statement holds the main thread ~1.5 ms (250: ~3-4.6 ms), at about twice the whole
+   * flush's cost, which the pacing (USAGE_FLUSH_SHARE) spreads (docs/benchmarks.md,
+   * "Thirteenth session").
    */
-  USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(250),
+  USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(50),
+  /**
+   * Most of the main thread's wall time the periodic usage flush may take, in (0, 1]: after
+   * each statement it waits so that its statements take at most this share (services/usage.ts
+   * DEFAULT_USAGE_FLUSH_SHARE, 0.2). 1 writes the statements back to back.
+   */
+  USAGE_FLUSH_SHARE: z.coerce.number().gt(0).max(1).default(0.2),
 });
 
 /** The validated configuration, read once at start. */

@@ -233,6 +233,7 @@ export async function createCore(
       config.USAGE_FLUSH_MS,
       (e) => log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
       config.USAGE_FLUSH_CHUNK,
+      config.USAGE_FLUSH_SHARE,
     );
     // ioredis and jose are loaded only when configured (start-up time).
     redis = config.REDIS_URL

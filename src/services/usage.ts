@@ -16,11 +16,24 @@ interface Pending {
 
 /**
  * Keys written per statement by default (USAGE_FLUSH_CHUNK). On PGlite with 10,000 keys
- * (bench-scratch, medians of 3): chunks of 250 hold the main thread ~3 ms each and the flush
- * takes ~120 ms, as chunks of 500 did before the primary-key look-up (KeyRepo.addUsage) with
- * ~5.7 ms each; chunks of 100 ~1.7 ms each but ~170 ms in all.
+ * (bench/usage-flush.ts, medians of 3, twice each; docs/benchmarks.md "Thirteenth session"):
+ * chunks of 250 hold the main thread 3.3-4.6 ms each (median) and the flush takes 147-225 ms;
+ * chunks of 100 2.7-3.1 ms and 282-313 ms; chunks of 50 1.4-1.5 ms and 326-336 ms. A request
+ * waits out at most one statement, so the shortest statements keep the p99 down; the flush's
+ * larger total is spread by the pacing (DEFAULT_USAGE_FLUSH_SHARE).
  */
-export const DEFAULT_USAGE_FLUSH_CHUNK = 250;
+export const DEFAULT_USAGE_FLUSH_CHUNK = 50;
+
+/**
+ * Most of the main thread's wall time a periodic flush takes by default (USAGE_FLUSH_SHARE).
+ * At 10,000 keys on PGlite the flush costs ~150-340 ms of main thread every USAGE_FLUSH_MS;
+ * written back to back, the requests served meanwhile queue behind statement after statement
+ * and the 10,000-key p99 was 2-3x the small pool's (docs/benchmarks.md, "Thirteenth
+ * session"). Paced to a fifth, the same work is spread over ~5x as long (~1.7 s of each 5 s
+ * at 10,000 keys); above ~30,000 keys a flush outlasts the interval and the skipped ticks
+ * make the interval longer instead of the share larger.
+ */
+export const DEFAULT_USAGE_FLUSH_SHARE = 0.2;
 
 /** The map key of a key's usage on one day. */
 const slot = (keyId: string, day: string): string => `${keyId}|${day}`;
@@ -50,20 +63,30 @@ export class UsageTracker {
    * @param intervalMs how often `start()` flushes, ms (USAGE_FLUSH_MS).
    * @param onError called with the error of a failed chunk (its counts are kept for the next flush).
    * @param chunkSize most keys per statement (USAGE_FLUSH_CHUNK, >= 1).
+   * @param busyShare most of the main thread's wall time a periodic flush may take, in (0, 1]
+   *   (USAGE_FLUSH_SHARE): after a statement that took t ms the flush waits t × (1 − share) /
+   *   share ms before the next. 1 writes the chunks back to back (one event-loop turn between).
    */
   constructor(
     private readonly repo: UsageSink,
     private readonly intervalMs = 5000,
     private readonly onError: (e: unknown) => void = () => {},
     private readonly chunkSize = DEFAULT_USAGE_FLUSH_CHUNK,
+    private readonly busyShare = DEFAULT_USAGE_FLUSH_SHARE,
   ) {
     if (!Number.isInteger(chunkSize) || chunkSize < 1)
       throw new RangeError(`usage flush chunk size must be an integer >= 1, got ${chunkSize}`);
+    if (!(busyShare > 0 && busyShare <= 1)) throw new RangeError(`usage flush share must be in (0, 1], got ${busyShare}`);
   }
 
-  /** Starts the periodic flush. */
+  /** True while a flush runs. */
+  #running = false;
+
+  /** Starts the periodic flush (paced: see `busyShare`); a tick that finds a flush still running is skipped. */
   start(): void {
-    this.#timer ??= setInterval(() => void this.flush(), this.intervalMs);
+    this.#timer ??= setInterval(() => {
+      if (!this.#running) void this.flush({ paced: true });
+    }, this.intervalMs);
     this.#timer.unref();
   }
 
@@ -106,21 +129,30 @@ export class UsageTracker {
    * event loop between two; concurrent calls are serialized (each waits for the previous).
    * Never rejects: a failed chunk is reported to `onError` and kept for the next flush.
    */
-  flush(): Promise<void> {
-    this.#flushing = this.#flushing.then(() => this.#flushPending());
+  flush(opts: { paced?: boolean } = {}): Promise<void> {
+    this.#flushing = this.#flushing.then(async () => {
+      this.#running = true;
+      try {
+        await this.#flushPending(opts.paced === true);
+      } finally {
+        this.#running = false;
+      }
+    });
     return this.#flushing;
   }
 
-  async #flushPending(): Promise<void> {
+  async #flushPending(paced: boolean): Promise<void> {
     if (this.#pending.size === 0) return;
     // Older days first, so a key's usage_day ends on the newest day whatever the chunks.
     const batch = [...this.#pending.values()].sort((a, b) => (a.day < b.day ? -1 : a.day > b.day ? 1 : 0));
     this.#inflight = this.#pending;
     this.#pending = new Map();
     try {
+      let pause = 0;
       for (let i = 0; i < batch.length; i += this.chunkSize) {
-        if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (i > 0) await new Promise<void>((resolve) => (pause >= 1 ? setTimeout(resolve, pause) : setImmediate(resolve)));
         const chunk = batch.slice(i, i + this.chunkSize);
+        const t0 = performance.now();
         try {
           await this.repo.addUsage(
             chunk.map((d): UsageDelta => ({
@@ -137,6 +169,7 @@ export class UsageTracker {
           return;
         }
         for (const d of chunk) this.#inflight.delete(slot(d.keyId, d.day));
+        if (paced) pause = ((performance.now() - t0) * (1 - this.busyShare)) / this.busyShare;
       }
     } finally {
       this.#inflight = new Map();

@@ -19,12 +19,16 @@ const T0 = Date.parse(`${DAY}T12:00:00Z`);
 /** A KeyRepo that records the size of every addUsage call and can fail chosen calls (the writes are the real ones). */
 class CountingRepo {
   calls: number[] = [];
+  /** performance.now() at the start and the end of every call, ms. */
+  spans: { start: number; end: number }[] = [];
   failOn = new Set<number>();
   inFlight = 0;
   maxInFlight = 0;
   constructor(private readonly inner: KeyRepo) {}
   async addUsage(deltas: UsageDelta[]): Promise<void> {
     const n = this.calls.push(deltas.length);
+    const span = { start: performance.now(), end: 0 };
+    this.spans.push(span);
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     try {
@@ -32,6 +36,7 @@ class CountingRepo {
       await this.inner.addUsage(deltas);
     } finally {
       this.inFlight -= 1;
+      span.end = performance.now();
     }
   }
 }
@@ -174,9 +179,46 @@ for (const backend of ['pglite', 'postgres'] as const) {
         await close();
       }
     });
+
+    test('the periodic flush is paced to its share of the main thread; an explicit flush is not', async (t) => {
+      if (!(await open(t))) return;
+      try {
+        const paceKeys = 2_000;
+        const chunk = 250;
+        // share 0.25: after a statement of d ms the next starts at least 3d ms later.
+        const repo = new CountingRepo(new KeyRepo(database.db, database.kind));
+        const usage = new UsageTracker(repo, 60_000, () => {}, chunk, 0.25);
+        for (const [i, id] of ids.slice(0, paceKeys).entries()) usage.record(id, T0 + i);
+        await usage.flush({ paced: true });
+        assert.equal(repo.calls.length, paceKeys / chunk);
+        for (let i = 1; i < repo.spans.length; i++) {
+          const d = repo.spans[i - 1]!.end - repo.spans[i - 1]!.start;
+          const gap = repo.spans[i]!.start - repo.spans[i - 1]!.end;
+          // Timers may fire up to a millisecond early.
+          assert.ok(gap >= 3 * d - 1.5, `statement ${i}: ${d.toFixed(2)} ms, then a pause of ${gap.toFixed(2)} ms`);
+        }
+        assert.equal((await totals(database)).keys, paceKeys);
+
+        // Unpaced (what stop() and a direct call do), even with a share that would pause 999x
+        // each statement: the statements follow each other after one event-loop turn.
+        const fast = new CountingRepo(new KeyRepo(database.db, database.kind));
+        const usage2 = new UsageTracker(fast, 60_000, () => {}, chunk, 0.001);
+        for (const [i, id] of ids.slice(0, paceKeys).entries()) usage2.record(id, T0 + i);
+        await usage2.stop();
+        assert.equal(fast.calls.length, paceKeys / chunk);
+        const busy = fast.spans.reduce((a, s) => a + (s.end - s.start), 0);
+        const wall = fast.spans.at(-1)!.end - fast.spans[0]!.start;
+        assert.ok(wall < 100 * busy, `unpaced: ${wall.toFixed(1)} ms in all for ${busy.toFixed(1)} ms of statements`);
+        assert.equal((await totals(database)).sum, 2 * paceKeys);
+      } finally {
+        await close();
+      }
+    });
   });
 }
 
-test('a chunk size below 1 is refused', () => {
+test('a chunk size below 1 or a share outside (0, 1] is refused', () => {
+  assert.throws(() => new UsageTracker({ addUsage: async () => {} }, 1000, () => {}, 250, 0), RangeError);
+  assert.throws(() => new UsageTracker({ addUsage: async () => {} }, 1000, () => {}, 250, 1.5), RangeError);
   assert.throws(() => new UsageTracker({ addUsage: async () => {} }, 1000, () => {}, 0), RangeError);
 });
