@@ -39,11 +39,16 @@ function config(flags: GlobalFlags): Config {
 
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string }).version;
 
+/** Writes out what `serve`'s asynchronous log still buffers (set once it exists): a failed start's log lines then come before its error. */
+let flushServeLog: () => void = () => {};
+
 async function serve(cfg: Config): Promise<void> {
   // Only `serve` loads the HTTP stack (Fastify, the identity provider).
-  const [{ createService }, { logPhase, createLogger }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
+  const [{ createService }, { logPhase, createLogger, flushLoggerSync }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
   // A server logs a line per request: buffered asynchronous writes (src/logger.ts).
-  const svc = await createService(cfg, { log: createLogger(cfg.LOG_LEVEL, undefined, { sync: false }) });
+  const log = createLogger(cfg.LOG_LEVEL, undefined, { sync: false });
+  flushServeLog = () => flushLoggerSync(log);
+  const svc = await createService(cfg, { log });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -357,6 +362,7 @@ async function main(): Promise<void> {
 const EXPLAINED = new Set(['DatabaseInUseError', 'DataValidationError']);
 
 main().catch((err: unknown) => {
+  flushServeLog();
   if (
     err instanceof ConfigError ||
     err instanceof ServiceError ||

@@ -31,3 +31,18 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
     stream ? (stream as pino.DestinationStream) : pino.destination({ dest: 1, sync: opts.sync ?? true }),
   );
 }
+
+/**
+ * Writes out the lines a logger made by `createLogger` still buffers (its stdout destination
+ * in asynchronous mode), synchronously, with sonic-boom's `flushSync`: for a failed start, so
+ * that the log lines come before the error message the command prints on stderr. Does nothing
+ * for a synchronous destination or a caller's stream; never throws.
+ */
+export function flushLoggerSync(log: Logger): void {
+  const stream = (log as unknown as Record<symbol, { flushSync?: () => void } | undefined>)[pino.symbols.streamSym];
+  try {
+    stream?.flushSync?.();
+  } catch {
+    // Not ready or already destroyed: nothing buffered can be written.
+  }
+}

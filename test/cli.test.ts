@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, cpSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -276,6 +278,41 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
     'ready line',
   );
   assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
+});
+
+test('a start that fails (port in use) prints its error after every log line when stdout and stderr share a file', async () => {
+  // serve's log is asynchronous (buffered): its last lines used to reach the file after the
+  // error on stderr, pino flushing them only at exit.
+  const busy = createServer().listen(0, '127.0.0.1');
+  await once(busy, 'listening');
+  const port = (busy.address() as AddressInfo).port;
+  const file = path.join(tmpDir(), 'out.log');
+  const fd = openSync(file, 'w');
+  try {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', String(port), '--host', '127.0.0.1'],
+      {
+        cwd: ROOT_DIR,
+        stdio: ['ignore', fd, fd],
+        env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', PGLITE_DIR: 'memory://', AUTH_SECRET: 'x'.repeat(40) },
+      },
+    );
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    const [code] = (await once(child, 'exit')) as [number | null];
+    clearTimeout(timer);
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    assert.equal(code, 1, lines.join('\n'));
+    assert.match(lines.at(-1)!, /^Failed to start: the port is in use/, lines.join('\n'));
+    const logged = lines.slice(0, -1).map((l) => JSON.parse(l) as { phase?: string });
+    assert.ok(
+      logged.some((l) => l.phase === 'warm'),
+      'the last start-up phase before listen is in the file, before the error',
+    );
+  } finally {
+    closeSync(fd);
+    busy.close();
+  }
 });
 
 test('backtest: the table by default; bad options are one-line errors', async () => {
