@@ -81,6 +81,10 @@ export class UsageTracker {
 
   /** True while a flush runs. */
   #running = false;
+  /** Set by `stop()`: a running paced flush writes the rest without pausing. */
+  #hurry = false;
+  /** Ends the pause a paced flush is in, if any. */
+  #wake: (() => void) | undefined;
 
   /** Starts the periodic flush (paced: see `busyShare`); a tick that finds a flush still running is skipped. */
   start(): void {
@@ -150,7 +154,7 @@ export class UsageTracker {
     try {
       let pause = 0;
       for (let i = 0; i < batch.length; i += this.chunkSize) {
-        if (i > 0) await new Promise<void>((resolve) => (pause >= 1 ? setTimeout(resolve, pause) : setImmediate(resolve)));
+        if (i > 0) await this.#pause(this.#hurry ? 0 : pause);
         const chunk = batch.slice(i, i + this.chunkSize);
         const t0 = performance.now();
         try {
@@ -176,6 +180,22 @@ export class UsageTracker {
     }
   }
 
+  /** One event-loop turn (setImmediate), or `ms` (>= 1) ms that `stop()` can cut short. */
+  #pause(ms: number): Promise<void> {
+    if (ms < 1) return new Promise<void>((resolve) => setImmediate(resolve));
+    return new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        this.#wake = undefined;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(t);
+        this.#wake = undefined;
+        resolve();
+      };
+    });
+  }
+
   /** Merges counts that could not be written into the pending ones. */
   #restore(rows: Pending[]): void {
     for (const d of rows) {
@@ -188,10 +208,15 @@ export class UsageTracker {
     }
   }
 
-  /** Stops the timer and flushes what is pending (every chunk, after any running flush). */
+  /**
+   * Stops the timer and flushes what is pending (every chunk, after any running flush). A
+   * running paced flush stops pausing: shutdown waits for the statements only.
+   */
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#hurry = true;
+    this.#wake?.();
     await this.flush();
   }
 }
