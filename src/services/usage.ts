@@ -45,7 +45,10 @@ const slot = (keyId: string, day: string): string => `${keyId}|${day}`;
  * A flush never holds the event loop for long: the counts pending when it starts are written
  * in statements of at most `chunkSize` keys, and the flush yields to the event loop
  * (setImmediate) between two statements, so requests are served in between (on PGlite, whose
- * queries run on the main thread, one statement over 10,000 keys blocked it ~290 ms). A chunk
+ * queries run on the main thread, one statement over 10,000 keys blocked it ~290 ms). The
+ * periodic flush is also paced to `busyShare` of the main thread (a pause after each
+ * statement in proportion to its length), so the statements do not follow each other densely
+ * enough to queue requests behind them. A chunk
  * that fails goes back to the pending counts with every chunk not written yet (merged with
  * what was counted meanwhile) and the flush ends there: the next flush retries them.
  * Concurrent flushes are serialized. Counts being written stay visible to `pending()` until
@@ -88,6 +91,7 @@ export class UsageTracker {
 
   /** Starts the periodic flush (paced: see `busyShare`); a tick that finds a flush still running is skipped. */
   start(): void {
+    this.#hurry = false;
     this.#timer ??= setInterval(() => {
       if (!this.#running) void this.flush({ paced: true });
     }, this.intervalMs);
@@ -132,6 +136,8 @@ export class UsageTracker {
    * Writes the counts pending now, in chunks of at most `chunkSize` keys with a turn of the
    * event loop between two; concurrent calls are serialized (each waits for the previous).
    * Never rejects: a failed chunk is reported to `onError` and kept for the next flush.
+   * @param opts.paced pause after each statement so that the statements take at most
+   *   `busyShare` of the wall time (the periodic flush; default false: back to back).
    */
   flush(opts: { paced?: boolean } = {}): Promise<void> {
     this.#flushing = this.#flushing.then(async () => {
