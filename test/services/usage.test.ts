@@ -180,6 +180,42 @@ for (const backend of ['pglite', 'postgres'] as const) {
       }
     });
 
+    test('a new UTC day before a flush: both days are kept apart and written, the newest day last', async (t) => {
+      if (!(await open(t))) return;
+      try {
+        const usage = new UsageTracker(new KeyRepo(database.db, database.kind), 60_000, () => {}, CHUNK);
+        const [a, b] = [ids[0]!, ids[1]!];
+        const next = T0 + 86_400_000;
+        const NEXT_DAY = new Date(next).toISOString().slice(0, 10);
+        usage.record(a, T0);
+        usage.record(a, T0 + 1);
+        usage.record(b, T0);
+        for (let i = 0; i < 3; i++) usage.record(a, next + i);
+        usage.record(a, T0 + 2); // a late request of the day before (a clock step back)
+        assert.deepEqual(usage.pending(a, DAY), { requests: 3, lastUsedAt: new Date(T0 + 2).toISOString() });
+        assert.deepEqual(usage.pending(a, NEXT_DAY), { requests: 3, lastUsedAt: new Date(next + 2).toISOString() });
+        assert.equal(usage.pending(b, DAY).requests, 1);
+        assert.equal(usage.size, 3, '(a, day), (a, next day), (b, day)');
+        await usage.flush();
+        assert.equal(usage.size, 0);
+        assert.equal(usage.pending(a, NEXT_DAY).requests, 0);
+        const res = await database.jobs.execute(sql`
+          select id::text, requests_total::int as total, requests_day::int as today, usage_day::text as day
+          from api_keys where id in (${a}::uuid, ${b}::uuid)`);
+        const rows = new Map(
+          (res as unknown as { rows: { id: string; total: number; today: number; day: string }[] }).rows.map((r) => [r.id, r]),
+        );
+        assert.deepEqual({ ...rows.get(a)!, id: 'a' }, { id: 'a', total: 6, today: 3, day: NEXT_DAY });
+        assert.deepEqual({ ...rows.get(b)!, id: 'b' }, { id: 'b', total: 1, today: 1, day: DAY });
+        // An idle interval: nothing to write, and the counters are dropped; a new request counts from 1.
+        await usage.flush();
+        usage.record(a, next + 10);
+        assert.equal(usage.pending(a, NEXT_DAY).requests, 1);
+      } finally {
+        await close();
+      }
+    });
+
     test('the periodic flush is paced to its share of the main thread; an explicit flush is not', async (t) => {
       if (!(await open(t))) return;
       try {
