@@ -39,15 +39,15 @@ function config(flags: GlobalFlags): Config {
 
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string }).version;
 
-/** Writes out what `serve`'s asynchronous log still buffers (set once it exists): a failed start's log lines then come before its error. */
-let flushServeLog: () => void = () => {};
+/** Writes out what `serve`'s asynchronous log still holds (set once it exists): a failed start's log lines then come before its error. */
+let flushServeLog: () => Promise<void> = () => Promise.resolve();
 
 async function serve(cfg: Config): Promise<void> {
   // Only `serve` loads the HTTP stack (Fastify, the identity provider).
-  const [{ createService }, { logPhase, createLogger, flushLoggerSync }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
+  const [{ createService }, { logPhase, createLogger, flushLogger }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
   // A server logs a line per request: buffered asynchronous writes (src/logger.ts).
   const log = createLogger(cfg.LOG_LEVEL, undefined, { sync: false });
-  flushServeLog = () => flushLoggerSync(log);
+  flushServeLog = () => flushLogger(log);
   const svc = await createService(cfg, { log });
   let stopping = false;
   const stop = async (signal: string) => {
@@ -361,8 +361,8 @@ async function main(): Promise<void> {
 /** Errors whose message says what to do (printed alone); by name, so that their modules need not be loaded here. */
 const EXPLAINED = new Set(['DatabaseInUseError', 'DataValidationError']);
 
-main().catch((err: unknown) => {
-  flushServeLog();
+main().catch(async (err: unknown) => {
+  await flushServeLog();
   if (
     err instanceof ConfigError ||
     err instanceof ServiceError ||

@@ -220,11 +220,12 @@ const EnvSchema = z.object({
    */
   USAGE_FLUSH_CHUNK: z.coerce.number().int().min(1).max(100_000).default(50),
   /**
-   * Most of the main thread's wall time the periodic usage flush may take, in (0, 1]: after
-   * each statement it waits so that its statements take at most this share (services/usage.ts
-   * DEFAULT_USAGE_FLUSH_SHARE, 0.2). 1 writes the statements back to back.
+   * Most of the wall time the periodic usage flush may spend in its statements, in
+   * [0.01, 1]: after each statement it waits in proportion to the statement's latency
+   * (services/usage.ts DEFAULT_USAGE_FLUSH_SHARE, 0.2). On PGlite that latency is main-thread
+   * time; on PostgreSQL it is mostly the round trip. 1 writes the statements back to back.
    */
-  USAGE_FLUSH_SHARE: z.coerce.number().gt(0).max(1).default(0.2),
+  USAGE_FLUSH_SHARE: z.coerce.number().min(0.01).max(1).default(0.2),
 });
 
 /** The validated configuration, read once at start. */

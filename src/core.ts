@@ -54,7 +54,7 @@ export interface Core extends Services {
   stop(): Promise<void>;
 }
 
-export { createLogger, flushLoggerSync } from './logger.ts';
+export { createLogger, flushLogger } from './logger.ts';
 
 /**
  * Logs one start-up phase as a JSON line: `{phase, ms, ...extra, msg: 'start-up: <what>'}`,

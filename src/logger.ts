@@ -32,16 +32,43 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
   );
 }
 
+/** What `flushLogger` needs of pino's asynchronous destination (sonic-boom 4). */
+interface SonicBoomLike {
+  flushSync?: () => void;
+  /** True while an asynchronous write is in flight (sonic-boom's own field; no public getter). */
+  _writing?: boolean;
+  once?: (event: string, listener: () => void) => unknown;
+  removeListener?: (event: string, listener: () => void) => unknown;
+}
+
 /**
- * Writes out the lines a logger made by `createLogger` still buffers (its stdout destination
- * in asynchronous mode), synchronously, with sonic-boom's `flushSync`: for a failed start, so
- * that the log lines come before the error message the command prints on stderr. Does nothing
- * for a synchronous destination or a caller's stream; never throws.
+ * Writes out everything a logger made by `createLogger` holds for its stdout destination in
+ * asynchronous mode: waits (at most `timeoutMs`) for sonic-boom's 'drain', which it emits once
+ * the write in flight and every line queued behind it are written, then writes anything left
+ * with `flushSync`. For a failed start, so that the log lines come before the error message
+ * the command prints on stderr. Resolves at once for a synchronous destination or a caller's
+ * stream; never rejects.
  */
-export function flushLoggerSync(log: Logger): void {
-  const stream = (log as unknown as Record<symbol, { flushSync?: () => void } | undefined>)[pino.symbols.streamSym];
+export async function flushLogger(log: Logger, timeoutMs = 1000): Promise<void> {
+  const stream = (log as unknown as Record<symbol, SonicBoomLike | undefined>)[pino.symbols.streamSym];
+  if (!stream?.flushSync) return;
+  if (stream._writing && stream.once && stream.removeListener) {
+    const events = stream as Required<Pick<SonicBoomLike, 'once' | 'removeListener'>>;
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        events.removeListener('drain', done);
+        events.removeListener('error', done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      timer.unref();
+      events.once('drain', done);
+      events.once('error', done);
+    });
+  }
   try {
-    stream?.flushSync?.();
+    stream.flushSync();
   } catch {
     // Not ready or already destroyed: nothing buffered can be written.
   }

@@ -66,9 +66,11 @@ export class UsageTracker {
    * @param intervalMs how often `start()` flushes, ms (USAGE_FLUSH_MS).
    * @param onError called with the error of a failed chunk (its counts are kept for the next flush).
    * @param chunkSize most keys per statement (USAGE_FLUSH_CHUNK, >= 1).
-   * @param busyShare most of the main thread's wall time a periodic flush may take, in (0, 1]
-   *   (USAGE_FLUSH_SHARE): after a statement that took t ms the flush waits t × (1 − share) /
-   *   share ms before the next. 1 writes the chunks back to back (one event-loop turn between).
+   * @param busyShare most of the wall time a periodic flush may spend in its statements, in
+   *   (0, 1] (USAGE_FLUSH_SHARE): after a statement that took t ms (its latency: main-thread
+   *   time on PGlite, mostly the round trip on PostgreSQL) the flush waits t × (1 − share) /
+   *   share ms, at most `intervalMs`, before the next. 1 writes the chunks back to back (one
+   *   event-loop turn between).
    */
   constructor(
     private readonly repo: UsageSink,
@@ -179,7 +181,7 @@ export class UsageTracker {
           return;
         }
         for (const d of chunk) this.#inflight.delete(slot(d.keyId, d.day));
-        if (paced) pause = ((performance.now() - t0) * (1 - this.busyShare)) / this.busyShare;
+        if (paced) pause = Math.min(this.intervalMs, ((performance.now() - t0) * (1 - this.busyShare)) / this.busyShare);
       }
     } finally {
       this.#inflight = new Map();

@@ -247,10 +247,10 @@ for (const backend of ['pglite', 'postgres'] as const) {
         assert.ok(wall < 100 * busy, `unpaced: ${wall.toFixed(1)} ms in all for ${busy.toFixed(1)} ms of statements`);
         assert.equal((await totals(database)).sum, 2 * paceKeys);
 
-        // stop() during a paced flush whose pauses would last ~1,000x its statements: the
+        // stop() during a paced flush whose pauses would last ~10,000x its statements: the
         // running flush writes the rest without pausing, and every count arrives.
         const slow = new CountingRepo(new KeyRepo(database.db, database.kind));
-        const usage3 = new UsageTracker(slow, 60_000, () => {}, chunk, 0.001);
+        const usage3 = new UsageTracker(slow, 60_000, () => {}, chunk, 0.0001);
         for (const [i, id] of ids.slice(0, paceKeys).entries()) usage3.record(id, T0 + i);
         const running = usage3.flush({ paced: true });
         while (slow.spans.length === 0 || slow.spans[0]!.end === 0) await new Promise((r) => setImmediate(r));
@@ -261,7 +261,7 @@ for (const backend of ['pglite', 'postgres'] as const) {
         const stopWall = slow.spans.at(-1)!.end - slow.spans[0]!.end;
         assert.ok(
           stopWall < 100 * firstMs,
-          `after stop(): ${stopWall.toFixed(1)} ms for the rest (the pause alone would be ~${(999 * firstMs).toFixed(0)} ms)`,
+          `after stop(): ${stopWall.toFixed(1)} ms for the rest (the pause alone would be ~${(9999 * firstMs).toFixed(0)} ms)`,
         );
         assert.equal(usage3.size, 0);
         assert.equal((await totals(database)).sum, 3 * paceKeys);
