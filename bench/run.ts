@@ -109,7 +109,7 @@ function settleUsageFlush(): Promise<void> {
   const interval = loadConfig(process.env).USAGE_FLUSH_MS;
   // An interval set to keep flushes out of the runs (more than SETTLE_MAX_FLUSH_MS, e.g.
   // USAGE_FLUSH_MS=600000 to see the p99 without flushes) has nothing to wait for.
-  if (!(interval <= SETTLE_MAX_FLUSH_MS)) return Promise.resolve();
+  if (interval > SETTLE_MAX_FLUSH_MS) return Promise.resolve();
   return new Promise((r) => setTimeout(r, interval + 1000));
 }
 

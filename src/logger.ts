@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.ts';
 
@@ -32,14 +33,8 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
   );
 }
 
-/** What `flushLogger` needs of pino's asynchronous destination (sonic-boom 4). */
-interface SonicBoomLike {
-  flushSync?: () => void;
-  /** True while an asynchronous write is in flight (sonic-boom's own field; no public getter). */
-  _writing?: boolean;
-  once?: (event: string, listener: () => void) => unknown;
-  removeListener?: (event: string, listener: () => void) => unknown;
-}
+/** pino's own destination (sonic-boom), with its in-flight flag (sonic-boom 4 has no public getter for it). */
+type Destination = ReturnType<typeof pino.destination> & { _writing?: boolean };
 
 /**
  * Writes out everything a logger made by `createLogger` holds for its stdout destination in
@@ -50,23 +45,9 @@ interface SonicBoomLike {
  * stream; never rejects.
  */
 export async function flushLogger(log: Logger, timeoutMs = 1000): Promise<void> {
-  const stream = (log as unknown as Record<symbol, SonicBoomLike | undefined>)[pino.symbols.streamSym];
-  if (!stream?.flushSync) return;
-  if (stream._writing && stream.once && stream.removeListener) {
-    const events = stream as Required<Pick<SonicBoomLike, 'once' | 'removeListener'>>;
-    await new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        events.removeListener('drain', done);
-        events.removeListener('error', done);
-        resolve();
-      };
-      const timer = setTimeout(done, timeoutMs);
-      timer.unref();
-      events.once('drain', done);
-      events.once('error', done);
-    });
-  }
+  const stream = (log as unknown as Record<symbol, Destination | undefined>)[pino.symbols.streamSym];
+  if (typeof stream?.flushSync !== 'function') return;
+  if (stream._writing) await once(stream, 'drain', { signal: AbortSignal.timeout(timeoutMs) }).catch(() => {});
   try {
     stream.flushSync();
   } catch {

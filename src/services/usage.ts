@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { UsageDelta } from '../store/key-repo.ts';
 
 /** Where flushed usage goes (KeyRepo in the service). */
@@ -25,7 +26,7 @@ interface Pending {
 export const DEFAULT_USAGE_FLUSH_CHUNK = 50;
 
 /**
- * Most of the main thread's wall time a periodic flush takes by default (USAGE_FLUSH_SHARE).
+ * Most of the wall time a periodic flush spends in its statements by default (USAGE_FLUSH_SHARE).
  * At 10,000 keys on PGlite the flush costs ~150-340 ms of main thread every USAGE_FLUSH_MS;
  * written back to back, the requests served meanwhile queue behind statement after statement
  * and the 10,000-key p99 was 2-3x the small pool's (docs/benchmarks.md, "Thirteenth
@@ -46,9 +47,9 @@ const slot = (keyId: string, day: string): string => `${keyId}|${day}`;
  * in statements of at most `chunkSize` keys, and the flush yields to the event loop
  * (setImmediate) between two statements, so requests are served in between (on PGlite, whose
  * queries run on the main thread, one statement over 10,000 keys blocked it ~290 ms). The
- * periodic flush is also paced to `busyShare` of the main thread (a pause after each
- * statement in proportion to its length), so the statements do not follow each other densely
- * enough to queue requests behind them. A chunk
+ * periodic flush is also paced: a pause after each statement in proportion to its latency, so
+ * that its statements take at most `busyShare` of the time and do not follow each other
+ * densely enough to queue requests behind them. A chunk
  * that fails goes back to the pending counts with every chunk not written yet (merged with
  * what was counted meanwhile) and the flush ends there: the next flush retries them.
  * Concurrent flushes are serialized. Counts being written stay visible to `pending()` until
@@ -86,14 +87,12 @@ export class UsageTracker {
 
   /** True while a flush runs. */
   #running = false;
-  /** Set by `stop()`: a running paced flush writes the rest without pausing. */
-  #hurry = false;
-  /** Ends the pause a paced flush is in, if any. */
-  #wake: (() => void) | undefined;
+  /** Aborted by `stop()`: a paced flush's pause ends, and the rest is written without pausing. */
+  #hurry = new AbortController();
 
   /** Starts the periodic flush (paced: see `busyShare`); a tick that finds a flush still running is skipped. */
   start(): void {
-    this.#hurry = false;
+    if (this.#hurry.signal.aborted) this.#hurry = new AbortController();
     this.#timer ??= setInterval(() => {
       if (!this.#running) void this.flush({ paced: true });
     }, this.intervalMs);
@@ -162,7 +161,7 @@ export class UsageTracker {
     try {
       let pause = 0;
       for (let i = 0; i < batch.length; i += this.chunkSize) {
-        if (i > 0) await this.#pause(this.#hurry ? 0 : pause);
+        if (i > 0) await this.#pause(pause);
         const chunk = batch.slice(i, i + this.chunkSize);
         const t0 = performance.now();
         try {
@@ -188,20 +187,11 @@ export class UsageTracker {
     }
   }
 
-  /** One event-loop turn (setImmediate), or `ms` (>= 1) ms that `stop()` can cut short. */
-  #pause(ms: number): Promise<void> {
-    if (ms < 1) return new Promise<void>((resolve) => setImmediate(resolve));
-    return new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        this.#wake = undefined;
-        resolve();
-      }, ms);
-      this.#wake = () => {
-        clearTimeout(t);
-        this.#wake = undefined;
-        resolve();
-      };
-    });
+  /** One event-loop turn (setImmediate), or `ms` (>= 1) ms that `stop()` cuts short. */
+  async #pause(ms: number): Promise<void> {
+    const { signal } = this.#hurry;
+    if (ms < 1 || signal.aborted) return new Promise<void>((resolve) => setImmediate(resolve));
+    await sleep(ms, undefined, { signal }).catch(() => {});
   }
 
   /** Merges counts that could not be written into the pending ones. */
@@ -223,8 +213,7 @@ export class UsageTracker {
   async stop(): Promise<void> {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
-    this.#hurry = true;
-    this.#wake?.();
+    this.#hurry.abort();
     await this.flush();
   }
 }

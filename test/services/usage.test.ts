@@ -207,7 +207,7 @@ for (const backend of ['pglite', 'postgres'] as const) {
         );
         assert.deepEqual({ ...rows.get(a)!, id: 'a' }, { id: 'a', total: 6, today: 3, day: NEXT_DAY });
         assert.deepEqual({ ...rows.get(b)!, id: 'b' }, { id: 'b', total: 1, today: 1, day: DAY });
-        // An idle interval: nothing to write, and the counters are dropped; a new request counts from 1.
+        // An idle interval writes nothing; a new request counts from 1.
         await usage.flush();
         usage.record(a, next + 10);
         assert.equal(usage.pending(a, NEXT_DAY).requests, 1);
@@ -221,10 +221,15 @@ for (const backend of ['pglite', 'postgres'] as const) {
       try {
         const paceKeys = 2_000;
         const chunk = 250;
+        /** A tracker at `share` over a counting repo, with one request of each of paceKeys keys counted. */
+        const tracker = (share: number): { repo: CountingRepo; usage: UsageTracker } => {
+          const repo = new CountingRepo(new KeyRepo(database.db, database.kind));
+          const usage = new UsageTracker(repo, 60_000, () => {}, chunk, share);
+          for (const [i, id] of ids.slice(0, paceKeys).entries()) usage.record(id, T0 + i);
+          return { repo, usage };
+        };
         // share 0.25: after a statement of d ms the next starts at least 3d ms later.
-        const repo = new CountingRepo(new KeyRepo(database.db, database.kind));
-        const usage = new UsageTracker(repo, 60_000, () => {}, chunk, 0.25);
-        for (const [i, id] of ids.slice(0, paceKeys).entries()) usage.record(id, T0 + i);
+        const { repo, usage } = tracker(0.25);
         await usage.flush({ paced: true });
         assert.equal(repo.calls.length, paceKeys / chunk);
         for (let i = 1; i < repo.spans.length; i++) {
@@ -237,9 +242,7 @@ for (const backend of ['pglite', 'postgres'] as const) {
 
         // Unpaced (what stop() and a direct call do), even with a share that would pause 999x
         // each statement: the statements follow each other after one event-loop turn.
-        const fast = new CountingRepo(new KeyRepo(database.db, database.kind));
-        const usage2 = new UsageTracker(fast, 60_000, () => {}, chunk, 0.001);
-        for (const [i, id] of ids.slice(0, paceKeys).entries()) usage2.record(id, T0 + i);
+        const { repo: fast, usage: usage2 } = tracker(0.001);
         await usage2.stop();
         assert.equal(fast.calls.length, paceKeys / chunk);
         const busy = fast.spans.reduce((a, s) => a + (s.end - s.start), 0);
@@ -249,9 +252,7 @@ for (const backend of ['pglite', 'postgres'] as const) {
 
         // stop() during a paced flush whose pauses would last ~10,000x its statements: the
         // running flush writes the rest without pausing, and every count arrives.
-        const slow = new CountingRepo(new KeyRepo(database.db, database.kind));
-        const usage3 = new UsageTracker(slow, 60_000, () => {}, chunk, 0.0001);
-        for (const [i, id] of ids.slice(0, paceKeys).entries()) usage3.record(id, T0 + i);
+        const { repo: slow, usage: usage3 } = tracker(0.0001);
         const running = usage3.flush({ paced: true });
         while (slow.spans.length === 0 || slow.spans[0]!.end === 0) await new Promise((r) => setImmediate(r));
         const firstMs = slow.spans[0]!.end - slow.spans[0]!.start;
