@@ -176,7 +176,7 @@ export class UsageTracker {
         } catch (e) {
           // Put this chunk and the ones not written yet back, so nothing is lost; they go out with the next flush.
           this.#restore(batch.slice(i));
-          this.onError(e);
+          this.#report(e);
           return;
         }
         for (const d of chunk) this.#inflight.delete(slot(d.keyId, d.day));
@@ -192,6 +192,19 @@ export class UsageTracker {
     const { signal } = this.#hurry;
     if (ms < 1 || signal.aborted) return new Promise<void>((resolve) => setImmediate(resolve));
     await sleep(ms, undefined, { signal }).catch(() => {});
+  }
+
+  /**
+   * Hands a failed chunk's error to `onError`. An `onError` that throws is swallowed: the flush
+   * must still settle, or every later flush (serialized behind it) would be skipped and the
+   * periodic one would end in an unhandled rejection.
+   */
+  #report(e: unknown): void {
+    try {
+      this.onError(e);
+    } catch {
+      // Nothing left to report it to; the chunk is pending again either way.
+    }
   }
 
   /** Merges counts that could not be written into the pending ones. */

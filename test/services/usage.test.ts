@@ -273,6 +273,36 @@ for (const backend of ['pglite', 'postgres'] as const) {
   });
 }
 
+test('an onError that throws neither rejects the flush nor stops later flushes', async () => {
+  const written: UsageDelta[][] = [];
+  let fail = true;
+  const sink = {
+    addUsage: async (deltas: UsageDelta[]): Promise<void> => {
+      if (fail) throw new Error('database unavailable');
+      written.push(deltas);
+    },
+  };
+  let reported = 0;
+  const usage = new UsageTracker(sink, 60_000, () => {
+    reported += 1;
+    throw new Error('the error handler itself failed');
+  });
+  usage.record('key-a', T0);
+  await usage.flush(); // resolves: the handler's own error is swallowed
+  assert.equal(reported, 1);
+  assert.equal(usage.pending('key-a', DAY).requests, 1, 'the failed count is pending again');
+  fail = false;
+  usage.record('key-a', T0 + 1);
+  await usage.flush();
+  assert.deepEqual(
+    written.flat().map((d) => [d.keyId, d.requests]),
+    [['key-a', 2]],
+    'the next flush writes the kept count and the new one',
+  );
+  assert.equal(usage.size, 0);
+  await usage.stop();
+});
+
 test('a chunk size below 1 or a share outside (0, 1] is refused', () => {
   assert.throws(() => new UsageTracker({ addUsage: async () => {} }, 1000, () => {}, 250, 0), RangeError);
   assert.throws(() => new UsageTracker({ addUsage: async () => {} }, 1000, () => {}, 250, 1.5), RangeError);
