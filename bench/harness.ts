@@ -46,6 +46,56 @@ export function methodLine(): string {
   return `${pin}; ${CONNECTIONS} connections, ${WARMUP}s warm-up + ${DURATION}s per run, ${ROUNDS} shuffled rounds (medians)`;
 }
 
+/** The spread of the server core's speed over a few seconds (`coreSpeed`). */
+export interface CoreSpeed {
+  /** Milliseconds of each timed pass of the same fixed loop, in order. */
+  samples: number[];
+  fastest: number;
+  median: number;
+  slowest: number;
+  /** slowest / fastest: 1 on a core whose speed holds still. */
+  spread: number;
+}
+
+/** The fixed loop of `coreSpeed`: integer work only (no allocation, no GC), the same every pass. */
+const SPEED_PROBE = `
+const n = Number(process.argv[1]), iters = Number(process.argv[2]), out = [];
+let x = 0;
+for (let s = -1; s < n; s++) {
+  const t = process.hrtime.bigint();
+  for (let i = 0; i < iters; i++) x = (x + (i & 7)) | 0;
+  if (s >= 0) out.push(Number(process.hrtime.bigint() - t) / 1e6);
+}
+console.log(JSON.stringify({ out, x }));
+`;
+
+/**
+ * Times `passes` passes of one fixed integer loop on the server core (pinned as the servers
+ * are; the first pass, which compiles the loop, is not counted). On a steady core the passes
+ * take the same time; on this project's 2-vCPU machine they took 182-424 ms for the same
+ * loop within 15 s with no steal time reported, so two runs seconds apart can differ by that
+ * factor whatever the servers do. Printed at the start and the end of `npm run bench` beside
+ * the verdicts.
+ */
+export function coreSpeed(passes = 25, iters = 200_000_000): CoreSpeed {
+  const argv = [process.execPath, '-e', SPEED_PROBE, String(passes), String(iters)];
+  const cmd = PIN ? ['taskset', '-c', SERVER_CPU, ...argv] : argv;
+  const out = execFileSync(cmd[0]!, cmd.slice(1), { encoding: 'utf8', timeout: 120_000 });
+  const samples = (JSON.parse(out) as { out: number[] }).out;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const fastest = sorted[0]!;
+  const slowest = sorted[sorted.length - 1]!;
+  return { samples, fastest, median: median(samples), slowest, spread: slowest / fastest };
+}
+
+/** One line for `coreSpeed`'s result. */
+export function coreSpeedLine(when: string, c: CoreSpeed): string {
+  return (
+    `server core speed ${when} (${c.samples.length} passes of one fixed loop${PIN ? `, pinned to CPU ${SERVER_CPU}` : ''}): ` +
+    `fastest ${c.fastest.toFixed(0)} ms, median ${c.median.toFixed(0)} ms, slowest ${c.slowest.toFixed(0)} ms, slowest / fastest ${c.spread.toFixed(2)}x`
+  );
+}
+
 /** A free loopback port (the OS picks it; released before the server binds it). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -66,6 +66,9 @@ import {
   wrk,
   freePort,
   WARMUP,
+  coreSpeed,
+  coreSpeedLine,
+  type CoreSpeed,
 } from './harness.ts';
 import { benchIngest } from './ingest.ts';
 import { benchStartup, type StartupFigures } from './startup.ts';
@@ -132,6 +135,25 @@ const SIGNALS = '/api/v1/signals';
 
 /** Keys needed so that none exceeds the api tier's per-minute limit at `rps` (x1.25 margin). */
 const poolFor = (rps: number) => Math.ceil(((rps * 60) / TIER_LIMITS.api.minute) * 1.25);
+
+/**
+ * Slowest / fastest pass of the core-speed probe above which the summary warns that the
+ * machine, not the servers, can decide a verdict near its target.
+ */
+const SPEED_SPREAD_WARN = 1.15;
+
+/** Prints the core-speed probes of the start and the end, and a warning when the core's speed moved. */
+function speedWarning(before: CoreSpeed, after: CoreSpeed): void {
+  console.log(`  ${coreSpeedLine('at the start', before)}`);
+  console.log(`  ${coreSpeedLine('at the end', after)}`);
+  const all = [...before.samples, ...after.samples];
+  const spread = Math.max(...all) / Math.min(...all);
+  if (spread > SPEED_SPREAD_WARN)
+    console.log(
+      `  WARNING: the server core ran the same loop up to ${spread.toFixed(2)}x slower in one pass than in another: a ratio ` +
+        `within that factor of its target can be decided by when each run fell, not by the servers (compare the per-round ratios)`,
+    );
+}
 
 /** One "Must show" line of the summary. */
 interface Verdict {
@@ -240,6 +262,10 @@ async function main() {
     .map((l) => l.toFixed(2))
     .join(' ');
   console.log(`# bench: ${methodLine()}; node ${process.version}; service: ${serviceCommand().slice(1).join(' ')}; load average ${load}`);
+  // The machine's own speed, before and after: the verdicts compare runs seconds apart.
+  const loadSectionsWanted = (['rest', 'redis', 'mcp', 'keys10k', 'signin'] as const).some(want);
+  const speedBefore = loadSectionsWanted ? coreSpeed() : null;
+  if (speedBefore) console.log(coreSpeedLine('at the start', speedBefore));
 
   if (want('backfill')) {
     // Backfill time (fresh embedded database, all assets, computation + storage).
@@ -680,12 +706,14 @@ async function main() {
     rmSync(work, { recursive: true, force: true });
   }
 
+  const speedAfter = speedBefore ? coreSpeed() : null;
   if (verdicts.length > 0) {
     console.log(
       `\nMust show (issue #13), ${CONNECTIONS} connections, ${DURATION} s runs; load average at the end ${loadavg()
         .map((l) => l.toFixed(2))
         .join(' ')}:`,
     );
+    if (speedBefore && speedAfter) speedWarning(speedBefore, speedAfter);
     const w = Math.max(...verdicts.map((v) => v.what.length));
     const f = Math.max(...verdicts.map((v) => v.figure.length));
     for (const v of verdicts)
