@@ -249,6 +249,8 @@ test('users set-tier on PostgreSQL + Redis moves the tier epoch under the deploy
     await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL!, REDIS_URL, REDIS_KEY_PREFIX }, /tier set to pro\n/);
     assert.equal(await epoch(), before + 2, 'each of the two set-tier calls moved the epoch the instances check');
   } finally {
+    // The epoch outlives the services (it has no expiry): leave nothing in the machine's Redis.
+    await redis.del(`${REDIS_KEY_PREFIX}kc:epoch`).catch(() => {});
     redis.disconnect();
     await h.stop();
   }
