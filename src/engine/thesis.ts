@@ -105,9 +105,16 @@ export interface ThesisHealth {
   target_hit: boolean | null;
 }
 
-/** Base weights of the health components (renormalized over those present). */
-export const THESIS_COMPONENT_WEIGHTS = { signal_alignment: 0.4, price_position: 0.3, warnings: 0.3 } as const;
-/** Health points lost per triggered warning (4 warnings -> 0). */
+/**
+ * Base weights of the averaged health components (renormalized over those present). Warnings
+ * are not averaged in: they scale the result (WARNING_PENALTY).
+ */
+export const THESIS_COMPONENT_WEIGHTS = { signal_alignment: 0.4, price_position: 0.3 } as const;
+/**
+ * Percent of the health taken away per triggered warning (4 warnings -> 0): the health is the
+ * weighted average × (100 − 25·n) / 100. A multiplier, not an averaged component: averaged in,
+ * a triggered warning (75) raised a thesis whose other components averaged less.
+ */
 export const WARNING_PENALTY = 25;
 /** Stop distance (percent of price) at which the stop-only position component is 100. */
 export const STOP_DISTANCE_FULL_PCT = 10;
@@ -170,12 +177,15 @@ export function evaluateCondition(
 /**
  * Health of a thesis against a snapshot.
  *
- * Components (0..100 each; weights 0.4 / 0.3 / 0.3, renormalized over those present):
+ * Averaged components (0..100 each; weights 0.4 / 0.3, renormalized over those present):
  * - signal_alignment: 50 + 50 * d * signal_score (d = +1 long, -1 short); absent without a score.
  * - price_position: with stop and target, the position of the price between them
  *   (stop = 0, target = 100, clamped); with a stop only, the distance to it as a share of 10 %
  *   of the price (>= 10 % away = 100); absent without price or stop.
- * - warnings: 100 - 25 per triggered warning (floor 0); absent when the thesis has no warning.
+ * The score is their weighted average times the `warnings` multiplier: 100 − 25 per triggered
+ * warning (floor 0), in percent, listed as a component of weight 0 when the thesis has warning
+ * conditions (absent otherwise). A triggered warning therefore always lowers the score; with
+ * warnings and no averaged component the score is the multiplier alone.
  *
  * Status: `invalidated` when an invalidation condition holds or the stop is hit (then
  * health_score = 0); else healthy (>= 60), weakening (>= 40), at_risk (< 40, or no component
@@ -200,7 +210,7 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
   const stopHit = price === null || stop === null ? null : dir === 1 ? price <= stop : price >= stop;
   const targetHit = price === null || target === null ? null : dir === 1 ? price >= target : price <= target;
 
-  const parts: { name: ThesisHealthComponent['name']; score: number; detail: string }[] = [];
+  const parts: { name: keyof typeof THESIS_COMPONENT_WEIGHTS; score: number; detail: string }[] = [];
   if (snapshot.signal_score !== null) {
     const s = clamp(snapshot.signal_score, -1, 1);
     parts.push({
@@ -227,16 +237,6 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
       });
     }
   }
-  const warnings = thesis.conditions.filter((c) => c.kind === 'warning');
-  if (warnings.length > 0) {
-    const n = triggered.filter((c) => c.kind === 'warning').length;
-    parts.push({
-      name: 'warnings',
-      score: Math.max(0, 100 - WARNING_PENALTY * n),
-      detail: `${n} of ${warnings.length} warning conditions hold`,
-    });
-  }
-
   const wsum = parts.reduce((a, p) => a + THESIS_COMPONENT_WEIGHTS[p.name], 0);
   const components: ThesisHealthComponent[] = parts.map((p) => ({
     name: p.name,
@@ -244,7 +244,22 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
     weight: round(THESIS_COMPONENT_WEIGHTS[p.name] / wsum, 4),
     detail: p.detail,
   }));
-  const raw = parts.length > 0 ? parts.reduce((a, p) => a + (THESIS_COMPONENT_WEIGHTS[p.name] / wsum) * p.score, 0) : null;
+  const average = parts.length > 0 ? parts.reduce((a, p) => a + (THESIS_COMPONENT_WEIGHTS[p.name] / wsum) * p.score, 0) : null;
+  const warnings = thesis.conditions.filter((c) => c.kind === 'warning');
+  let raw = average;
+  if (warnings.length > 0) {
+    const n = triggered.filter((c) => c.kind === 'warning').length;
+    const kept = Math.max(0, 100 - WARNING_PENALTY * n);
+    raw = ((average ?? 100) * kept) / 100;
+    components.push({
+      name: 'warnings',
+      score: kept,
+      weight: 0,
+      detail:
+        `${n} of ${warnings.length} warning conditions hold: ` +
+        (average === null ? `the score is ${kept}` : `the weighted average ${round(average, 1)} is multiplied by ${kept / 100}`),
+    });
+  }
 
   const invalidated = triggered.some((c) => c.kind === 'invalidation') || stopHit === true;
   const health_score = invalidated ? 0 : raw === null ? null : round(raw, 1);

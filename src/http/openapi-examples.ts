@@ -609,7 +609,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     thesis_id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
     asset: 'bitcoin',
     direction: 'long',
-    health_score: 77.5,
+    health_score: 67.9,
     status: 'healthy',
     action_required: false,
     triggered_conditions: [],
@@ -618,7 +618,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       {
         name: 'signal_alignment',
         score: 57.7,
-        weight: 0.4,
+        weight: 0.5714,
         detail: 'signal neutral with score 0.1539 for a long thesis',
       },
     ],
@@ -715,7 +715,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=17102',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=24771',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

@@ -33,7 +33,7 @@ describe('evaluateThesis', () => {
     assert.deepEqual([...THESIS_OPERATORS], ['lt', 'lte', 'gt', 'gte', 'eq', 'neq']);
   });
 
-  it('hand-checked healthy long: alignment, position between stop and target, warnings', () => {
+  it('hand-checked long: alignment and position averaged, a triggered warning scales the average', () => {
     const h = evaluateThesis(
       {
         direction: 'long',
@@ -48,23 +48,41 @@ describe('evaluateThesis', () => {
       },
       snap,
     );
-    // signal 50 + 50*0.3 = 65 (w 0.4); position (110-90)/(140-90) = 40 (w 0.3); warnings 1 of 2 -> 75 (w 0.3)
+    // signal 50 + 50*0.3 = 65 (w 0.4/0.7); position (110-90)/(140-90) = 40 (w 0.3/0.7):
+    // average 38/0.7 = 54.29; warnings 1 of 2 hold -> x 0.75 = 40.7
     assert.deepEqual(
       h.components.map((c) => [c.name, c.score, c.weight]),
       [
-        ['signal_alignment', 65, 0.4],
-        ['price_position', 40, 0.3],
-        ['warnings', 75, 0.3],
+        ['signal_alignment', 65, 0.5714],
+        ['price_position', 40, 0.4286],
+        ['warnings', 75, 0],
       ],
     );
-    assert.equal(h.health_score, 60.5); // 26 + 12 + 22.5
-    assert.equal(h.status, 'healthy');
+    assert.equal(h.health_score, 40.7);
+    assert.equal(h.status, 'weakening');
     assert.equal(h.action_required, false);
     assert.deepEqual(h.triggered_conditions, [
       { id: 'w1', metric: 'rsi_14', operator: 'gt', value: 70, kind: 'warning', current_value: 72 },
     ]);
     assert.equal(h.stop_hit, false);
     assert.equal(h.target_hit, false);
+  });
+
+  it('a triggered warning always lowers the score; one that does not hold changes nothing', () => {
+    // The case that was wrong: averaged in as a component (75), a triggered warning raised a
+    // thesis whose other components averaged less, here from weakening to healthy.
+    const base = { direction: 'long' as const, entry_price: 100, stop_price: 105 };
+    const none = evaluateThesis({ ...base, conditions: [] }, snap);
+    const quiet = evaluateThesis({ ...base, conditions: [cond('w', 'rsi_14', 'gt', 90)] }, snap);
+    const one = evaluateThesis({ ...base, conditions: [cond('w', 'rsi_14', 'gt', 70)] }, snap);
+    const two = evaluateThesis({ ...base, conditions: [cond('w', 'rsi_14', 'gt', 70), cond('v', 'signal', 'gte', 'neutral')] }, snap);
+    assert.ok(none.health_score !== null && none.health_score < 75, `a low base: ${none.health_score}`);
+    assert.equal(quiet.health_score, none.health_score);
+    assert.equal(one.health_score, Math.round(none.health_score! * 0.75 * 10) / 10);
+    assert.ok(two.health_score! < one.health_score!, `${two.health_score} < ${one.health_score}`);
+    // Warnings alone (no signal score, no stop): the multiplier is the score.
+    const alone = evaluateThesis({ direction: 'long', conditions: [cond('w', 'rsi_14', 'gt', 70)] }, { ...snap, signal_score: null });
+    assert.equal(alone.health_score, 75);
   });
 
   it('an invalidation that holds invalidates and requires action', () => {

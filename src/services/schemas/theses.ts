@@ -119,7 +119,11 @@ export const ThesisHealthSchema = z.object({
   unevaluable_conditions: z
     .array(ConditionSchema.extend({ reason: z.string() }))
     .describe('Conditions whose metric has no data for this asset (reported, not guessed)'),
-  components: z.array(z.object({ name: z.string(), score: z.number(), weight: z.number(), detail: z.string() })),
+  components: z
+    .array(z.object({ name: z.string(), score: z.number(), weight: z.number(), detail: z.string() }))
+    .describe(
+      'signal_alignment and price_position (0..100) averaged with their weights; warnings (100 − 25 per triggered warning, weight 0) multiplies that average',
+    ),
   stop_hit: z.boolean().nullable(),
   target_hit: z.boolean().nullable(),
   current: z
