@@ -114,6 +114,15 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     assert.equal(days.minimum, 1);
     assert.equal(days.maximum, 365);
     assert.equal((hist.inputSchema.properties as any).limit.maximum, 200);
+    // get_signals lists exactly the factors the served model returns for an asset with a chain
+    // (ETH; it once promised a `trend` factor, which signals-v3 does not weigh).
+    const signals = tools.find((t) => t.name === 'get_signals')!;
+    const one = (await c.callTool({ name: 'get_signals', arguments: { asset: 'eth', include_factors: true } })) as CallToolResult;
+    const names = (one.structuredContent as { factors: { name: string }[] }).factors.map((f) => f.name);
+    const listed = /explained breakdown \(([^)]*)\)/.exec(signals.description!)![1]!.split(', ');
+    const label = (n: string) =>
+      ({ rsi: 'RSI', fear_greed: 'Fear & Greed', funding_rate: 'funding rate', chain_health: 'chain health' })[n] ?? n;
+    assert.deepEqual(listed, names.map(label), signals.description);
     await c.close();
   });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CURRENT_MODEL, FACTOR_ORDER } from '../../engine/signal.ts';
 import { AssetArg, getSignal, listSignals } from '../../services/operations/market.ts';
 import { SignalEntrySchema, SignalsDataSchema, type SignalEntry, type SignalsData } from '../../services/schemas/market.ts';
 import { defineTool } from '../tool.ts';
@@ -11,12 +12,27 @@ import { signalLine } from './format.ts';
  */
 export const GetSignalsOutput = SignalsDataSchema.partial().extend(SignalEntrySchema.partial().shape);
 
+/** Readable names of the factors, for the tool description. */
+const FACTOR_LABELS: Record<(typeof FACTOR_ORDER)[number], string> = {
+  trend: 'trend',
+  momentum: 'momentum',
+  rsi: 'RSI',
+  fear_greed: 'Fear & Greed',
+  funding_rate: 'funding rate',
+  chain_health: 'chain health',
+  regime: 'regime',
+};
+
+/** The factors the served model weighs (weight > 0), in the order they are listed: an agent is not promised a factor it will not get. */
+const SERVED_FACTORS = FACTOR_ORDER.filter((f) => CURRENT_MODEL.weights[f] > 0)
+  .map((f) => FACTOR_LABELS[f])
+  .join(', ');
+
 /** get_signals: listSignals, or getSignal with `asset`. */
 export const getSignalsTool = defineTool({
   name: 'get_signals',
   title: 'Trading signals',
-  description:
-    'Current trading signal (strong_buy, buy, neutral, sell, strong_sell) with composite score (-1..1), confidence, price and 24h/7d change, for one asset or for all supported assets. Set include_factors to get the explained breakdown (trend, momentum, RSI, Fear & Greed, funding rate, chain health, regime), whose contributions sum to the score. Same data as GET /api/v1/signals and /signals/{asset}.',
+  description: `Current trading signal (strong_buy, buy, neutral, sell, strong_sell) of model ${CURRENT_MODEL.version} with composite score (-1..1), confidence, price and 24h/7d change, for one asset or for all supported assets. Set include_factors to get the explained breakdown (${SERVED_FACTORS}), whose contributions sum to the score. Same data as GET /api/v1/signals and /signals/{asset}.`,
   input: z.object({
     asset: AssetArg.optional().describe('One asset id or ticker; omit for all assets'),
     include_factors: z.boolean().default(false).describe('Add the factor breakdown'),
