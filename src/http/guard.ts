@@ -1,8 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { loggableError, type ServiceError } from '../errors.ts';
+import { loggableError, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
 import {
   type Access,
+  anonymousCaller,
   type Authentication,
   bearerChallenge,
   type Caller,
@@ -10,6 +11,8 @@ import {
   refusalHeaders,
   PUBLIC,
   type Policy,
+  QUERY_CREDENTIAL_MESSAGE,
+  queryCredential,
 } from '../services/access.ts';
 import { sendServiceError, type AsOf } from './envelope.ts';
 
@@ -94,6 +97,16 @@ export function createGuard(
   // continue when theirs settles.
   // A refusal sends the envelope and ends the request here (done is not called).
   return function guard(req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+    const param = queryCredential(req.query);
+    if (param !== null) {
+      // Refused before anything is counted, with the client address's limits in the headers.
+      const err = new ServiceError('INVALID_PARAMETER', QUERY_CREDENTIAL_MESSAGE, { location: 'querystring', field: param });
+      access
+        .peek(anonymousCaller(`ip:${req.ip}`))
+        .then((limits) => void refuse(req, reply, err, limits))
+        .catch(done);
+      return;
+    }
     const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
     const auth = access.authenticate(req.headers.authorization, policy, req.ip);
     if (auth instanceof Promise) auth.then((a) => authenticated(req, reply, policy, a, done)).catch(done);

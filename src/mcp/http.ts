@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { loggableError, memoRetrying, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import { PUBLIC_UNMETERED, refusalHeaders, type Access } from '../services/access.ts';
+import { PUBLIC_UNMETERED, QUERY_CREDENTIAL_MESSAGE, queryCredential, refusalHeaders, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 
 /**
@@ -32,9 +32,6 @@ export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
  * do not count against the API quota, but each builds a server, so they are capped.
  */
 export const MCP_CONTROL_REQUESTS_PER_MINUTE = 120;
-
-/** Query parameters that look like credentials: refused, tokens go in `Authorization` only. */
-const TOKEN_PARAMS = ['access_token', 'token', 'api_key', 'apikey', 'key', 'authorization'];
 
 /** What the /mcp endpoint needs. */
 export interface McpHttpDeps {
@@ -159,15 +156,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     } else if (origin === 'null') {
       return rpcError(reply, 403, -32000, "Origin 'null' is not allowed");
     }
-    const q = req.query as Record<string, unknown> | undefined;
-    if (q && Object.keys(q).some((k) => TOKEN_PARAMS.includes(k.toLowerCase()))) {
-      return rpcError(
-        reply,
-        400,
-        -32600,
-        'Credentials in the query string are not accepted; send the API key as Authorization: Bearer <key>',
-      );
-    }
+    if (queryCredential(req.query) !== null) return rpcError(reply, 400, -32600, QUERY_CREDENTIAL_MESSAGE);
   });
   const control = deps.limiter.budget('mcp-control', MCP_CONTROL_REQUESTS_PER_MINUTE, 60);
 

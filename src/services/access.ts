@@ -154,6 +154,28 @@ export const MESSAGES = {
 } as const;
 
 /**
+ * Query parameters that would carry a credential (lower-cased). REST and MCP refuse a request
+ * that has one (400), whatever its value, instead of ignoring it and serving the request as
+ * unauthenticated: a key in a URL ends up in proxy and browser logs, and a silently ignored key
+ * spends the address's unauthenticated quota.
+ */
+export const QUERY_CREDENTIAL_PARAMS: ReadonlySet<string> = new Set(['access_token', 'token', 'api_key', 'apikey', 'key', 'authorization']);
+
+/** The message of that refusal: what to do instead. */
+export const QUERY_CREDENTIAL_MESSAGE =
+  'Credentials in the query string are not accepted (remove the parameter: a key in a URL ends up in logs); send the API key as Authorization: Bearer <key>';
+
+/**
+ * The name of the first query parameter of `query` (a parsed query string) that would carry
+ * a credential (QUERY_CREDENTIAL_PARAMS, case-insensitive), or null.
+ */
+export function queryCredential(query: unknown): string | null {
+  if (!query || typeof query !== 'object') return null;
+  for (const k in query) if (QUERY_CREDENTIAL_PARAMS.has(k.toLowerCase())) return k;
+  return null;
+}
+
+/**
  * The refusal of a presented API key (KeyService's UNAUTHORIZED), reworded with MESSAGES for
  * its `details.reason` (malformed, bad_checksum, unknown, revoked); the reason is kept.
  */

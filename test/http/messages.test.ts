@@ -37,6 +37,29 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     assert.equal(String(r.body.error.details.retry_after), r.headers['retry-after']);
   });
 
+  test('a key in the query string is refused (400) with what to do instead, and nothing is counted', async () => {
+    const { key } = await harness().keyFor('pro');
+    const ip = harness().freshIp();
+    const remaining: string[] = [];
+    for (const q of [`api_key=${key}`, `apiKey=${key}`, `token=${key}`, 'key=x']) {
+      const r = await harness().request('GET', `/api/v1/signals/btc?${q}`, { ip });
+      expectError(r, 400, 'INVALID_PARAMETER');
+      assert.match(r.body.error.message, /not accepted .*send the API key as Authorization: Bearer <key>/);
+      assert.equal(r.body.error.details.location, 'querystring');
+      assert.equal(r.body.error.details.field, q.split('=')[0]);
+      assert.ok(!JSON.stringify(r.body).includes(key), 'the key is not echoed');
+      remaining.push(String(r.headers['x-ratelimit-remaining']));
+    }
+    // The headers describe the address's quota, untouched by the refusals: an anonymous request then spends one.
+    assert.equal(new Set(remaining).size, 1, remaining.join(','));
+    const anon = await harness().request('GET', '/api/v1/assets', { ip });
+    assert.equal(Number(anon.headers['x-ratelimit-remaining']), Number(remaining[0]) - 1);
+    // With the key where it belongs, the same request is served at the key's tier.
+    const ok = await harness().request('GET', '/api/v1/signals/btc', { ip, token: key });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers['x-service-tier'], 'pro');
+  });
+
   test('a 429 for a key does not tell its holder to get a key', async () => {
     const { key } = await harness().keyFor('free');
     let r = await harness().request('GET', '/api/v1/assets', { token: key });
