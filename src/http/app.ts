@@ -52,6 +52,31 @@ const EXPOSED_HEADERS = [
 ];
 
 /** A request URL without its query string (which could carry secrets). */
+/** Methods whose requests carry no body: an empty body sent with a JSON Content-Type is no body. */
+const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+
+/** Fastify's default body limit, bytes (1 MiB), when the instance does not set one. */
+const DEFAULT_BODY_LIMIT = 1_048_576;
+
+/**
+ * The message for Fastify's body errors (its FST_ERR_CTP_* codes), saying what to send
+ * instead; null for any other code. `contentType` is the request's header, `bodyLimit` bytes.
+ */
+export function bodyErrorMessage(code: string | undefined, contentType: string | undefined, bodyLimit: number): string | null {
+  switch (code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return `Unsupported Content-Type ${contentType ? `'${contentType}'` : '(none)'}: send the body as JSON with Content-Type: application/json`;
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return `Request body is too large: at most ${bodyLimit.toLocaleString('en-US')} bytes`;
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'The body is empty but Content-Type is application/json: send a JSON object (or no Content-Type without a body)';
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return 'Body is not valid JSON (or has a __proto__ or constructor.prototype key, which is refused): send a JSON object';
+    default:
+      return null;
+  }
+}
+
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
@@ -130,6 +155,17 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     // The pino Logger type is wider than Fastify's base logger type; the app is typed as the default instance.
   }) as unknown as FastifyInstance;
 
+  // Bodies are JSON only. A JSON Content-Type with an empty body is no body on a method that
+  // takes none (many clients send the header on every DELETE); elsewhere it is refused with a
+  // message saying what to send (bodyErrorMessage). Parsing is Fastify's own (prototype
+  // poisoning refused). text/plain is not parsed: a JSON document sent as text gets the
+  // unsupported media type message instead of a confusing "expected object, received string".
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser(['application/json', 'text/plain']);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if ((body as string).length === 0 && BODYLESS_METHODS.has(req.method)) return done(null, undefined);
+    jsonParser(req, body as string, done);
+  });
   app.setValidatorCompiler(validatorCompiler);
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
@@ -171,8 +207,11 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      // Fastify's own client errors (malformed JSON, wrong content type, body too large).
-      return sendError(req, reply, 400, 'INVALID_PARAMETER', err.message, undefined, asOf);
+      // Fastify's own client errors (malformed JSON, wrong content type, body too large): 400
+      // INVALID_PARAMETER like every malformed value (docs/architecture.md, errors), with a
+      // message that says what to send.
+      const body = bodyErrorMessage(err.code, req.headers['content-type'], app.initialConfig.bodyLimit ?? DEFAULT_BODY_LIMIT);
+      return sendError(req, reply, 400, 'INVALID_PARAMETER', body ?? err.message, body ? { location: 'body' } : undefined, asOf);
     }
     const e = unexpectedError(err);
     req.log.error({ err: loggableError(err) }, e.code === 'SERVICE_UNAVAILABLE' ? 'dependency unavailable' : 'unhandled error');

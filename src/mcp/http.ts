@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { loggableError, memoRetrying, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
@@ -142,6 +142,22 @@ export const NO_OAUTH_MESSAGE =
  * rate-limit headers describe the caller's quota.
  */
 export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promise<void> {
+  // Body errors, which Fastify raises before the transport sees the request, get a JSON-RPC
+  // error like the transport's own (parse error -32700), not the REST envelope; any other
+  // error goes on to the app's handler.
+  app.setErrorHandler((err: FastifyError, _req, reply) => {
+    switch (err.code) {
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return rpcError(reply, 400, -32700, 'Parse error: the body is not valid JSON; send one JSON-RPC message as application/json');
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return rpcError(reply, 415, -32000, 'Unsupported Content-Type: send JSON-RPC messages with Content-Type: application/json');
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return rpcError(reply, 413, -32000, `Request body is too large: at most ${app.initialConfig.bodyLimit ?? 1_048_576} bytes`);
+      default:
+        throw err;
+    }
+  });
   const allowed = new Set<string>([...LOOPBACK_HOSTS, '::1', ...deps.allowedHosts.map((h) => h.toLowerCase())]);
 
   app.addHook('onRequest', async (req, reply) => {

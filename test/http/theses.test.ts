@@ -254,6 +254,43 @@ describe('theses', { skip: SKIP }, () => {
       expectError(await create([VALID]), 400, 'INVALID_PARAMETER');
     });
 
+    test('bodies: a DELETE with a JSON Content-Type and no body works; wrong type, empty or too large bodies say what to send', async () => {
+      const inject = (method: 'POST' | 'DELETE', url: string, contentType: string | undefined, payload: string) =>
+        h.app.inject({
+          method,
+          url,
+          headers: { authorization: `Bearer ${owner.key}`, ...(contentType ? { 'content-type': contentType } : {}) },
+          payload,
+          remoteAddress: h.freshIp(),
+        });
+      // Many HTTP clients send Content-Type: application/json on every request, DELETE included.
+      const t = (await create(VALID)).body.data;
+      const del = await inject('DELETE', `/api/v1/thesis/${t.id}`, 'application/json', '');
+      assert.equal(del.statusCode, 200, del.body);
+      assert.equal(del.json().data.deleted, true);
+      const stored = async () => (await h.request('GET', '/api/v1/thesis', { token: owner.key })).body.data.theses.length as number;
+      const before = await stored();
+      // A JSON document sent as text/plain, a form, or no Content-Type at all.
+      for (const type of ['text/plain', 'application/x-www-form-urlencoded', undefined]) {
+        const r = await inject('POST', '/api/v1/thesis', type, JSON.stringify(VALID));
+        expectError({ status: r.statusCode, body: r.json() }, 400, 'INVALID_PARAMETER');
+        assert.match(
+          r.json().error.message,
+          /^Unsupported Content-Type .*send the body as JSON with Content-Type: application\/json$/,
+          type,
+        );
+        assert.equal(r.json().error.details.location, 'body');
+      }
+      const empty = await inject('POST', '/api/v1/thesis', 'application/json', '');
+      assert.match(empty.json().error.message, /The body is empty .*send a JSON object/);
+      const big = await inject('POST', '/api/v1/thesis', 'application/json', JSON.stringify({ ...VALID, pad: 'x'.repeat(2_000_000) }));
+      expectError({ status: big.statusCode, body: big.json() }, 400, 'INVALID_PARAMETER');
+      assert.match(big.json().error.message, /too large: at most 1,048,576 bytes/);
+      const proto = await inject('POST', '/api/v1/thesis', 'application/json', '{"__proto__":{"x":1}}');
+      assert.match(proto.json().error.message, /not valid JSON .*__proto__/);
+      assert.equal(await stored(), before, 'nothing of these was stored');
+    });
+
     test('an id that is not a UUID, or unknown, is 404 on GET, DELETE and /health', async () => {
       for (const id of ['not-a-uuid', '00000000-0000-4000-8000-000000000000']) {
         for (const [method, path] of [

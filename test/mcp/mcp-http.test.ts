@@ -332,4 +332,24 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal((await rawMcp(init, {}, `?access_token=${keys.free}`)).status, 400);
     assert.equal((await rawMcp(init, {}, `?api_key=${keys.free}`)).status, 400);
   });
+
+  test('a body Fastify refuses gets a JSON-RPC error, not the REST envelope: parse error, media type, size', async () => {
+    const post = async (contentType: string, body: string) => {
+      const r = await fetch(`${base}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': contentType, accept: 'application/json, text/event-stream', authorization: `Bearer ${keys.free}` },
+        body,
+      });
+      return { status: r.status, body: (await r.json()) as { jsonrpc: string; error: { code: number; message: string }; id: null } };
+    };
+    const parse = await post('application/json', '{"jsonrpc":"2.0","id":1,');
+    assert.equal(parse.status, 400);
+    assert.deepEqual([parse.body.jsonrpc, parse.body.error.code, parse.body.id], ['2.0', -32700, null]);
+    const media = await post('text/plain', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+    assert.equal(media.status, 415);
+    assert.match(media.body.error.message, /Content-Type: application\/json/);
+    const big = await post('application/json', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', pad: 'x'.repeat(1_100_000) }));
+    assert.equal(big.status, 413);
+    assert.match(big.body.error.message, /at most \d+ bytes/);
+  });
 });
