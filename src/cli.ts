@@ -7,6 +7,7 @@ import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
 import { isDependencyDown, loggableError, ServiceError, unexpectedError } from './errors.ts';
 import type { Coordination } from './store/db.ts';
+import type { BacktestWindow } from './services/backtest.ts';
 // Everything else is imported by the command that needs it (start-up time: `mcp --stdio`
 // answers `initialize` before the core's modules are loaded, `--version` loads none).
 
@@ -122,11 +123,24 @@ function gitCommit(): string {
 }
 
 /**
+ * The one line that says a backtest window was clamped to the data (printed on stderr), or
+ * null when the requested window lay within it.
+ */
+function clampNote(w: BacktestWindow): string | null {
+  if (w.clampedFrom && w.clampedTo) return `note: the data covers ${w.dataFrom} to ${w.dataTo}; evaluated ${w.from} → ${w.to}`;
+  if (w.clampedFrom) return `note: the data starts ${w.dataFrom}; evaluated from ${w.from}`;
+  if (w.clampedTo) return `note: the data ends ${w.dataTo}; evaluated to ${w.to}`;
+  return null;
+}
+
+/**
  * Evaluates the signal on the dataset (no database): table, JSON or the Markdown of
- * docs/track-record.md. Bad options are RangeErrors (printed, exit 1).
+ * docs/track-record.md. The window is clamped to the days the data holds (the report names the
+ * window evaluated, and a one-line note on stderr says it was clamped). Bad options, and a
+ * window with no data to evaluate, are RangeErrors (printed, exit 1).
  */
 async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
-  const [{ MarketService }, { DatasetProvider }, { runBacktest }, fmt] = await Promise.all([
+  const [{ MarketService }, { DatasetProvider }, { backtestWindow, runBacktest }, fmt] = await Promise.all([
     import('./services/market.ts'),
     import('./providers/dataset/dataset.ts'),
     import('./services/backtest.ts'),
@@ -135,7 +149,10 @@ async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
   const cost = Number(opts.costBps);
   if (opts.costBps.trim() === '' || !Number.isFinite(cost)) throw new RangeError(`--cost-bps must be a number, got '${opts.costBps}'`);
   const market = await MarketService.create(new DatasetProvider(cfg.DATA_DIR), null, cfg.AS_OF);
-  const report = runBacktest(market, { from: opts.from, to: opts.to, costBps: cost, walkForward: opts.walkForward, model: opts.model });
+  const window = backtestWindow(market.data, opts.from, opts.to ?? market.asOf);
+  const note = clampNote(window);
+  if (note) process.stderr.write(`${note}\n`);
+  const report = runBacktest(market, { from: window.from, to: window.to, costBps: cost, walkForward: opts.walkForward, model: opts.model });
   if (opts.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
   else if (opts.markdown) {
     const command = ['npm run cli --', ...process.argv.slice(2)].join(' ');

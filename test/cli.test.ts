@@ -337,6 +337,42 @@ test('backtest: the table by default; bad options are one-line errors', async ()
   assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1, signals-v2, signals-v3\n$/);
 });
 
+test('backtest: a window past the data is clamped to it and says so; a window without data is an error naming the days the data covers', async () => {
+  const [table, json, none, unscored] = await Promise.all([
+    cli(['backtest', '--from', '2025-01-01', '--to', '2030-01-01', '--model', 'signals-v1']),
+    cli(['backtest', '--from', '1990-01-01', '--to', '2030-01-01', '--model', 'signals-v1', '--json']),
+    cli(['backtest', '--from', '1990-01-01', '--to', '1990-02-01']),
+    cli(['backtest', '--from', '2025-09-30']),
+  ]);
+  // The header names the window evaluated; one line on stderr says it was clamped.
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /^signals-v1, fixed parameters \(bands 0.1\/0.5\), 2025-01-01 → 2025-09-30, 10 bps/);
+  assert.equal(table.stderr, 'note: the data ends 2025-09-30; evaluated to 2025-09-30\n');
+  // The JSON report is the same window (stdout stays JSON: the note is on stderr).
+  assert.equal(json.code, 0, json.stderr);
+  const report = JSON.parse(json.stdout) as { from: string; to: string; pooled: { from: string; to: string; days: number } };
+  assert.deepEqual(
+    [report.from, report.to, report.pooled.from, report.pooled.to],
+    ['2018-03-17', '2025-09-30', '2018-03-17', '2025-09-30'],
+  );
+  assert.ok(report.pooled.days > 0);
+  assert.equal(json.stderr, 'note: the data covers 2018-03-17 to 2025-09-30; evaluated 2018-03-17 → 2025-09-30\n');
+  // No data in the window: a one-line error and exit 1, as for the other bad options; no report.
+  assert.equal(none.code, 1);
+  assert.equal(none.stdout, '');
+  assert.equal(
+    none.stderr,
+    'no data in 1990-01-01 → 1990-02-01: the data covers 2018-03-17 to 2025-09-30; choose --from and --to within it\n',
+  );
+  // The last day has no next day's close: nothing in the window can be scored.
+  assert.equal(unscored.code, 1);
+  assert.equal(unscored.stdout, '');
+  assert.match(
+    unscored.stderr,
+    /^nothing to evaluate in 2025-09-30 → 2025-09-30: no day in it has a next day's close to score it \(the data covers 2018-03-17 to 2025-09-30\)/,
+  );
+});
+
 test('ingest --once: one live round against local upstreams, a JSON line per series and a summary; a second round stores nothing new', async () => {
   const { startUpstream } = await import('./helpers/upstream.ts');
   const { cutDataset, liveEnv } = await import('./helpers/live.ts');

@@ -127,6 +127,62 @@ function checkDay(d: string, what: string): void {
   }
 }
 
+/** The window a backtest evaluates, from {@link backtestWindow}. */
+export interface BacktestWindow {
+  /** First and last decision day to evaluate: the requested window clamped to the data. */
+  from: string;
+  to: string;
+  /** First and last decision day the data holds (the first and last day of any asset's candles). */
+  dataFrom: string;
+  dataTo: string;
+  /** Whether the requested `from` was before the data (then `from` = `dataFrom`). */
+  clampedFrom: boolean;
+  /** Whether the requested `to` was after the data (then `to` = `dataTo`). */
+  clampedTo: boolean;
+}
+
+/**
+ * The window a backtest over the requested [from, to] evaluates (the `backtest` command's):
+ * the days are checked as {@link runBacktest} checks them, then clamped to the decision days
+ * the data holds (every candle day of an asset has a signal), so that a report never names
+ * days the data does not have.
+ * @throws RangeError on a bad day or from > to; and, naming the days the data covers, when the
+ *   window holds no decision day, or none with a next day's close to score it.
+ */
+export function backtestWindow(data: MarketData, from: string, to: string): BacktestWindow {
+  checkDay(from, '--from');
+  checkDay(to, '--to');
+  if (from > to) throw new RangeError(`--from (${from}) is after --to (${to})`);
+  let dataFrom: string | undefined;
+  let dataTo: string | undefined;
+  for (const a of data.assets) {
+    const c = data.candles.get(a.asset);
+    if (!c?.length) continue;
+    if (dataFrom === undefined || c[0]!.date < dataFrom) dataFrom = c[0]!.date;
+    if (dataTo === undefined || c.at(-1)!.date > dataTo) dataTo = c.at(-1)!.date;
+  }
+  if (dataFrom === undefined || dataTo === undefined) throw new RangeError('the data holds no prices: there is nothing to evaluate');
+  const covers = `the data covers ${dataFrom} to ${dataTo}`;
+  const w = {
+    from: from < dataFrom ? dataFrom : from,
+    to: to > dataTo ? dataTo : to,
+    dataFrom,
+    dataTo,
+    clampedFrom: from < dataFrom,
+    clampedTo: to > dataTo,
+  };
+  if (w.from > w.to) throw new RangeError(`no data in ${from} → ${to}: ${covers}; choose --from and --to within it`);
+  const scored = data.assets.some((a) => {
+    const c = data.candles.get(a.asset) ?? [];
+    return c.some((d, i) => d.date >= w.from && d.date <= w.to && c[i + 1]?.date === addDays(d.date, 1));
+  });
+  if (!scored)
+    throw new RangeError(
+      `nothing to evaluate in ${w.from} → ${w.to}: no day in it has a next day's close to score it (${covers}); choose a longer window`,
+    );
+  return w;
+}
+
 /** A model with a walk-forward grid: its band grid and the model for each grid entry. */
 export interface ModelFamily {
   version: string;
