@@ -37,9 +37,16 @@ export class ServiceError extends Error {
   }
 }
 
-/** 404 for an unknown asset; the message names what was asked for, as given. */
-export function assetNotFound(asked: string): ServiceError {
-  return new ServiceError('NOT_FOUND', `Asset '${asked}' not found`);
+/**
+ * 404 for an unknown asset: the message names what was asked for, as given, and the assets
+ * there are (id and ticker); `details.assets` lists their ids.
+ * @param assets the supported assets, id and ticker (providers/assets.ts ASSETS).
+ */
+export function assetNotFound(asked: string, assets: readonly { asset: string; symbol: string }[]): ServiceError {
+  const list = assets.map((a) => `${a.asset} (${a.symbol})`).join(', ');
+  return new ServiceError('NOT_FOUND', `Asset '${asked}' not found: use one of ${list}, by id or ticker (GET /api/v1/assets lists them)`, {
+    assets: assets.map((a) => a.asset),
+  });
 }
 
 /**

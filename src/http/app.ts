@@ -221,7 +221,15 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   metrics?.install(app);
 
   const notFound = (req: FastifyRequest, reply: FastifyReply) =>
-    sendError(req, reply, 404, 'NOT_FOUND', `Route ${req.method} ${req.url.split('?')[0]} not found`, undefined, asOf);
+    sendError(
+      req,
+      reply,
+      404,
+      'NOT_FOUND',
+      `Route ${req.method} ${req.url.split('?')[0]} not found: the API reference at /docs lists every route and its methods`,
+      undefined,
+      asOf,
+    );
   app.setNotFoundHandler(notFound);
 
   await app.register(fastifySwagger, {

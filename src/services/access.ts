@@ -502,7 +502,7 @@ export class Access {
     }
     if (caller.kind === 'jwt') {
       const b = await this.#perUser.consume(caller.userId);
-      return this.#budgetMetering(b, caller.tier, USER_REQUESTS_PER_MINUTE, MESSAGES.userRateLimited);
+      return this.#budgetMetering(b, caller.tier, USER_REQUESTS_PER_MINUTE, MESSAGES.userRateLimited, 'jwt');
     }
     // A `user`-quota operation asked by a non-JWT caller that a policy let through: the tier quota.
     return this.meter(caller, { ...policy, quota: 'tier' });

@@ -181,7 +181,7 @@ export class KeyService {
    */
   async revoke(user: UserIdentity, keyId: string): Promise<RevokedKey> {
     const row = await this.keys.revokeKey(user.userId, keyId);
-    if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found`);
+    if (!row) throw new ServiceError('NOT_FOUND', `Key '${keyId}' not found among your keys (GET /api/v1/keys lists them with their ids)`);
     this.evict(row.id);
     await this.#invalidation?.revoked(row.id);
     return { id: row.id, status: 'revoked', revoked_at: iso(row.revokedAt)! };

@@ -4,7 +4,7 @@ import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
 import { computeSignalSeries, CURRENT_MODEL, type SignalModel, signalChanges } from '../engine/signal.ts';
 import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } from '../engine/types.ts';
 import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
-import { CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
+import { ASSETS, CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
 import { addDays, round } from '../engine/util.ts';
 import type { MarketData, MarketDataProvider, SeriesFreshness } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
@@ -269,7 +269,7 @@ export class MarketService {
 
   #resolve(asked: string): AssetInfo {
     const a = resolveAsset(asked);
-    if (!a) throw assetNotFound(asked);
+    if (!a) throw assetNotFound(asked, ASSETS);
     return a;
   }
 

@@ -13,7 +13,7 @@ function iso(ts: string): string {
 }
 
 function notFound(id: string): ServiceError {
-  return new ServiceError('NOT_FOUND', `Thesis '${id}' not found`);
+  return new ServiceError('NOT_FOUND', `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them)`);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

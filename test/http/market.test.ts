@@ -162,10 +162,15 @@ describe('signals', { skip: SKIP }, () => {
     });
 
     describe('GET /api/v1/signals/{asset}', () => {
-      test('unknown asset is 404 NOT_FOUND naming the asset as given', async () => {
+      test('unknown asset is 404 NOT_FOUND naming the asset as given and the assets there are', async () => {
         const r = await get('/api/v1/signals/xyz');
         expectError(r, 404, 'NOT_FOUND');
-        assert.equal(r.body.error.message, "Asset 'xyz' not found");
+        assert.match(
+          r.body.error.message,
+          /^Asset 'xyz' not found: use one of bitcoin \(BTC\), ethereum \(ETH\), .*litecoin \(LTC\), by id or ticker/,
+        );
+        const assets = (await get('/api/v1/assets')).body.data.assets.map((a: { asset: string }) => a.asset);
+        assert.deepEqual(r.body.error.details.assets, assets);
       });
 
       test('bad include_factors is 400', async () => {

@@ -60,6 +60,16 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     assert.equal(ok.headers['x-service-tier'], 'pro');
   });
 
+  test('the key-management budget: the 31st request in a minute is a 429 with scope jwt and the limit', async () => {
+    const jwt = await harness().jwt(`budget-${Date.now()}`);
+    let r = await harness().request('GET', '/api/v1/keys', { token: jwt });
+    assert.equal(r.status, 200, r.raw);
+    for (let i = 0; i < 30 && r.status === 200; i++) r = await harness().request('GET', '/api/v1/keys', { token: jwt });
+    expectError(r, 429, 'RATE_LIMITED');
+    assert.match(r.body.error.message, /^Too many key-management requests for this user: at most 30 per minute/);
+    assert.deepEqual([r.body.error.details.scope, r.body.error.details.window, r.body.error.details.limit], ['jwt', 'minute', 30]);
+  });
+
   test('a 429 for a key does not tell its holder to get a key', async () => {
     const { key } = await harness().keyFor('free');
     let r = await harness().request('GET', '/api/v1/assets', { token: key });

@@ -130,7 +130,7 @@ describe('theses', { skip: SKIP }, () => {
       assert.deepEqual(okEnvelope(DeletedThesisSchema).parse(del.body).data, { id: t.id, deleted: true });
       const get = await h.request('GET', `/api/v1/thesis/${t.id}`, { token: owner.key });
       expectError(get, 404, 'NOT_FOUND');
-      assert.equal(get.body.error.message, `Thesis '${t.id}' not found`);
+      assert.equal(get.body.error.message, `Thesis '${t.id}' not found among your theses (GET /api/v1/thesis lists them)`);
       expectError(await h.request('GET', `/api/v1/thesis/${t.id}/health`, { token: owner.key }), 404, 'NOT_FOUND');
       expectError(await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key }), 404, 'NOT_FOUND');
       const list = (await h.request('GET', '/api/v1/thesis', { token: owner.key })).body.data.theses;
@@ -300,7 +300,11 @@ describe('theses', { skip: SKIP }, () => {
         ] as const) {
           const r = await h.request(method, path, { token: owner.key });
           expectError(r, 404, 'NOT_FOUND');
-          assert.equal(r.body.error.message, `Thesis '${id}' not found`, `${method} ${path}`);
+          assert.equal(
+            r.body.error.message,
+            `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them)`,
+            `${method} ${path}`,
+          );
         }
       }
     });
@@ -317,7 +321,11 @@ describe('theses', { skip: SKIP }, () => {
         ] as const) {
           const r = await h.request(method, path, { token });
           expectError(r, 404, 'NOT_FOUND');
-          assert.equal(r.body.error.message, `Thesis '${t.id}' not found`, `${method} ${path}`);
+          assert.equal(
+            r.body.error.message,
+            `Thesis '${t.id}' not found among your theses (GET /api/v1/thesis lists them)`,
+            `${method} ${path}`,
+          );
         }
       }
       const list = (await h.request('GET', '/api/v1/thesis', { token: other.key })).body.data.theses;
