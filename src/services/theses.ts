@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { evaluateThesis, type ThesisCondition, type ThesisSnapshot } from '../engine/thesis.ts';
-import { resolveAsset, resolveChain } from '../providers/assets.ts';
+import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../errors.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
 import type { UserRepo } from '../store/user-repo.ts';
@@ -52,7 +52,9 @@ export class ThesisService {
 
   /**
    * Stores a thesis for the user (already validated by ThesisInputSchema).
-   * @throws ServiceError INVALID_PARAMETER when the asset is not supported (field `asset`).
+   * @throws ServiceError INVALID_PARAMETER when the asset is not supported (field `asset`), or
+   *   when a condition asks for the chain health score of an asset without a chain (field
+   *   `conditions.N.metric`): it could never be evaluated.
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
@@ -61,6 +63,14 @@ export class ThesisService {
         'INVALID_PARAMETER',
         `Invalid body field 'asset': asset '${input.asset}' is not supported (see GET /api/v1/assets)`,
         { field: 'asset' },
+      );
+    // A chain-health condition on an asset without a chain could never be evaluated.
+    const noChain = a.chain === null ? input.conditions.findIndex((c) => c.metric === 'chain_health_score') : -1;
+    if (noChain >= 0)
+      throw new ServiceError(
+        'INVALID_PARAMETER',
+        `Invalid body field 'conditions.${noChain}.metric': ${a.symbol} has no chain health score (only ${CHAINS.map((c) => c.chain.toUpperCase()).join(', ')} have one); use another metric`,
+        { field: `conditions.${noChain}.metric` },
       );
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({
       id: c.id ?? randomUUID(),

@@ -191,6 +191,18 @@ describe('theses', { skip: SKIP }, () => {
         /conditions\.0\.value/,
       ],
       [
+        'a chain health condition on an asset without a chain (it could never be evaluated)',
+        {
+          ...VALID,
+          asset: 'btc',
+          conditions: [
+            { metric: 'rsi_14', operator: 'lt', value: 30 },
+            { metric: 'chain_health_score', operator: 'lt', value: 40 },
+          ],
+        },
+        /conditions\.1\.metric'.*BTC has no chain health score \(only ETH, SOL, HYPE have one\)/,
+      ],
+      [
         'a condition with an unknown kind',
         { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, kind: 'fatal' }] },
         /conditions\.0\.kind/,
