@@ -29,6 +29,23 @@ const DROPPED_REQUEST_HEADERS = ['content-length', 'transfer-encoding', 'connect
 /** Response headers not copied back (Fastify computes them). */
 const DROPPED_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'set-cookie']);
 
+/** Longest display `name` accepted at sign-up, characters (better-auth sets no limit). */
+export const SIGN_UP_NAME_MAX = 100;
+
+/** The path of the session-to-JWT exchange (`GET /auth/token` with the session token as bearer). */
+const TOKEN_PATH = `${AUTH_BASE_PATH}/token`;
+
+/** The `name` of a sign-up body (JSON) when it is a string, else null (absent, not a string, or unreadable JSON: better-auth answers those). */
+function signUpName(body: Buffer | undefined): string | null {
+  if (!body || body.length === 0) return null;
+  try {
+    const v = (JSON.parse(body.toString('utf8')) as { name?: unknown }).name;
+    return typeof v === 'string' ? v : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The email of a sign-in body (JSON), trimmed and lower-cased, or '' when absent or unreadable. */
 function signInEmail(body: Buffer | undefined): string {
   if (!body || body.length === 0) return '';
@@ -118,6 +135,19 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
             );
           }
           if (limiter && (await throttled(limiter, req, reply, path))) return reply;
+          const name = path === SIGN_IN_PATH ? null : signUpName(req.body as Buffer | undefined);
+          if (name !== null && name.length > SIGN_UP_NAME_MAX) {
+            reply.header('cache-control', 'no-store');
+            return sendError(
+              req,
+              reply,
+              400,
+              'INVALID_PARAMETER',
+              `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${name.length})`,
+              { field: 'name' },
+              null,
+            );
+          }
         }
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
@@ -137,6 +167,32 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           if (e.code === 'SERVICE_UNAVAILABLE') reply.header('retry-after', '5');
           reply.header('cache-control', 'no-store');
           return sendError(req, reply, e.status, e.code, e.message, e.details, null);
+        }
+        // better-auth's bare answers, in the envelope with what to do next: an unknown path (404
+        // with no body) and the token exchange without a valid session (401 {"message":"Unauthorized"}).
+        if (res.status === 404 && !res.body) {
+          reply.header('cache-control', 'no-store');
+          return sendError(
+            req,
+            reply,
+            404,
+            'NOT_FOUND',
+            `No identity endpoint ${req.method} ${req.url.split('?')[0]}: sign up with POST ${AUTH_BASE_PATH}/sign-up/email, sign in with POST ${SIGN_IN_PATH}, get a JWT with GET ${TOKEN_PATH} (README, "Accounts, API keys and theses")`,
+            undefined,
+            null,
+          );
+        }
+        if (res.status === 401 && path === TOKEN_PATH) {
+          reply.header('cache-control', 'no-store').header('www-authenticate', 'Bearer');
+          return sendError(
+            req,
+            reply,
+            401,
+            'UNAUTHORIZED',
+            `No valid session: sign in with POST ${SIGN_IN_PATH} and send the session token it returns as Authorization: Bearer <session token>`,
+            undefined,
+            null,
+          );
         }
         reply.status(res.status);
         res.headers.forEach((value, key) => {

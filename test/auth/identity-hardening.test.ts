@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { eq, sql } from 'drizzle-orm';
 import { createService, type Service } from '../../src/server.ts';
-import { SIGNIN_ACCOUNT_LIMIT } from '../../src/http/identity.ts';
+import { SIGN_UP_NAME_MAX, SIGNIN_ACCOUNT_LIMIT } from '../../src/http/identity.ts';
 import { authSession, authUser } from '../../src/store/auth-schema.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL, redisAvailable, testConfig } from '../helpers/env.ts';
 
@@ -77,6 +77,33 @@ describe('embedded identity provider on PGlite', () => {
       auth,
     );
     assert.equal(changed.status, 200, changed.raw);
+  });
+
+  test('answers better-auth leaves bare are in the envelope with what to do: a too long name, an unknown path, /auth/token without a session', async () => {
+    const email = `long.${Date.now()}@example.com`;
+    const long = await post(svc, '/auth/sign-up/email', {
+      name: 'n'.repeat(SIGN_UP_NAME_MAX + 1),
+      email,
+      password: 'violet tractor orbit 42',
+    });
+    assert.equal(long.status, 400, long.raw);
+    assert.equal(long.body.error.code, 'INVALID_PARAMETER');
+    assert.match(long.body.error.message, new RegExp(`'name': at most ${SIGN_UP_NAME_MAX} characters`));
+    assert.equal((await svc.database.db.select().from(authUser).where(eq(authUser.email, email))).length, 0, 'no account');
+    const ok = await post(svc, '/auth/sign-up/email', { name: 'n'.repeat(SIGN_UP_NAME_MAX), email, password: 'violet tractor orbit 42' });
+    assert.equal(ok.status, 200, ok.raw);
+
+    const unknown = await svc.app.inject({ method: 'GET', url: '/auth/no-such-endpoint', remoteAddress: freshIp() });
+    assert.equal(unknown.statusCode, 404, unknown.body);
+    assert.equal(unknown.json().error.code, 'NOT_FOUND');
+    assert.match(unknown.json().error.message, /sign in with POST \/auth\/sign-in\/email/);
+
+    for (const headers of [{}, { authorization: 'Bearer not-a-session' }]) {
+      const token = await svc.app.inject({ method: 'GET', url: '/auth/token', headers, remoteAddress: freshIp() });
+      assert.equal(token.statusCode, 401, token.body);
+      assert.equal(token.json().error.code, 'UNAUTHORIZED');
+      assert.match(token.json().error.message, /^No valid session: sign in with POST \/auth\/sign-in\/email/);
+    }
   });
 
   test('sign-up for an existing email is indistinguishable from a new one (status and body shape), and changes nothing', async () => {
