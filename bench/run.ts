@@ -706,7 +706,7 @@ async function main() {
     rmSync(work, { recursive: true, force: true });
   }
 
-  const speedAfter = speedBefore ? coreSpeed() : null;
+  const speedAfter = speedBefore && verdicts.length > 0 ? coreSpeed() : null;
   if (verdicts.length > 0) {
     console.log(
       `\nMust show (issue #13), ${CONNECTIONS} connections, ${DURATION} s runs; load average at the end ${loadavg()

@@ -185,10 +185,10 @@ export function evaluateCondition(
  * The score is their weighted average times the `warnings` multiplier: 100 − 25 per triggered
  * warning (floor 0), in percent, listed as a component of weight 0 when the thesis has warning
  * conditions (absent otherwise). A triggered warning therefore always lowers the score; with
- * warnings and no averaged component the score is the multiplier alone.
+ * no averaged component the score is null (unassessable), warnings or not.
  *
  * Status: `invalidated` when an invalidation condition holds or the stop is hit (then
- * health_score = 0); else healthy (>= 60), weakening (>= 40), at_risk (< 40, or no component
+ * health_score = 0); else healthy (>= 60), weakening (>= 40), at_risk (< 40, or no averaged component
  * at all: health cannot be assessed). `action_required` when invalidated or below 40 / unassessable.
  * A condition on an unavailable metric never triggers; it is listed in `unevaluable_conditions`.
  */
@@ -250,14 +250,16 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
   if (warnings.length > 0) {
     const n = triggered.filter((c) => c.kind === 'warning').length;
     const kept = Math.max(0, 100 - WARNING_PENALTY * n);
-    raw = ((average ?? 100) * kept) / 100;
+    raw = average === null ? null : (average * kept) / 100;
     components.push({
       name: 'warnings',
       score: kept,
       weight: 0,
       detail:
         `${n} of ${warnings.length} warning conditions hold: ` +
-        (average === null ? `the score is ${kept}` : `the weighted average ${round(average, 1)} is multiplied by ${kept / 100}`),
+        (average === null
+          ? `no signal score or stop to scale, so the health cannot be assessed`
+          : `the weighted average ${round(average, 1)} is multiplied by ${kept / 100}`),
     });
   }
 

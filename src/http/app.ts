@@ -4,7 +4,14 @@ import fastifyCompress from '@fastify/compress';
 import fastifyCors from '@fastify/cors';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import Fastify, {
+  errorCodes,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
@@ -51,8 +58,7 @@ const EXPOSED_HEADERS = [
   'ETag',
 ];
 
-/** A request URL without its query string (which could carry secrets). */
-/** Methods whose requests carry no body: an empty body sent with a JSON Content-Type is no body. */
+/** Methods whose requests carry no body: an empty body sent with any Content-Type is no body. */
 const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
 /** Fastify's default body limit, bytes (1 MiB), when the instance does not set one. */
@@ -77,6 +83,7 @@ export function bodyErrorMessage(code: string | undefined, contentType: string |
   }
 }
 
+/** A request URL without its query string (which could carry secrets). */
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
@@ -166,6 +173,12 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     if ((body as string).length === 0 && BODYLESS_METHODS.has(req.method)) return done(null, undefined);
     jsonParser(req, body as string, done);
   });
+  // Any other type: no body when empty on a body-less method, else unsupported (the message
+  // above). Scopes with their own parsers (/auth) are not affected.
+  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+    if ((body as string).length === 0 && BODYLESS_METHODS.has(req.method)) return done(null, undefined);
+    done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined);
+  });
   app.setValidatorCompiler(validatorCompiler);
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
@@ -210,7 +223,11 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       // Fastify's own client errors (malformed JSON, wrong content type, body too large): 400
       // INVALID_PARAMETER like every malformed value (docs/architecture.md, errors), with a
       // message that says what to send.
-      const body = bodyErrorMessage(err.code, req.headers['content-type'], app.initialConfig.bodyLimit ?? DEFAULT_BODY_LIMIT);
+      const body = bodyErrorMessage(
+        err.code,
+        req.headers['content-type'],
+        req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? DEFAULT_BODY_LIMIT,
+      );
       return sendError(req, reply, 400, 'INVALID_PARAMETER', body ?? err.message, body ? { location: 'body' } : undefined, asOf);
     }
     const e = unexpectedError(err);

@@ -29,13 +29,16 @@ const DROPPED_REQUEST_HEADERS = ['content-length', 'transfer-encoding', 'connect
 /** Response headers not copied back (Fastify computes them). */
 const DROPPED_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'set-cookie']);
 
-/** Longest display `name` accepted at sign-up, characters (better-auth sets no limit). */
+/** The better-auth endpoints that take a display `name`: sign-up and update-user. */
+const NAMED_PATHS = new Set([`${AUTH_BASE_PATH}/sign-up/email`, `${AUTH_BASE_PATH}/update-user`]);
+
+/** Longest display `name` accepted at sign-up or update-user, characters (code points; better-auth sets no limit). */
 export const SIGN_UP_NAME_MAX = 100;
 
 /** The path of the session-to-JWT exchange (`GET /auth/token` with the session token as bearer). */
 const TOKEN_PATH = `${AUTH_BASE_PATH}/token`;
 
-/** The `name` of a sign-up body (JSON) when it is a string, else null (absent, not a string, or unreadable JSON: better-auth answers those). */
+/** The `name` of a sign-up or update-user body (JSON) when it is a string, else null (absent, not a string, or unreadable JSON: better-auth answers those). */
 function signUpName(body: Buffer | undefined): string | null {
   if (!body || body.length === 0) return null;
   try {
@@ -112,6 +115,8 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
       method: ['GET', 'POST'],
       url: `${AUTH_BASE_PATH}/*`,
       schema: { hide: true },
+      // The parser's limit, also on the route, so that the "too large" message quotes it.
+      bodyLimit: AUTH_BODY_LIMIT,
       handler: async (req, reply) => {
         // The path as better-auth's router will match it (a trailing slash or another case must not skip the checks).
         const path = req.url.split('?')[0]!.replace(/\/+$/, '').toLowerCase();
@@ -135,19 +140,21 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
             );
           }
           if (limiter && (await throttled(limiter, req, reply, path))) return reply;
-          const name = path === SIGN_IN_PATH ? null : signUpName(req.body as Buffer | undefined);
-          if (name !== null && name.length > SIGN_UP_NAME_MAX) {
-            reply.header('cache-control', 'no-store');
-            return sendError(
-              req,
-              reply,
-              400,
-              'INVALID_PARAMETER',
-              `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${name.length})`,
-              { field: 'name' },
-              null,
-            );
-          }
+        }
+        // The display name, wherever better-auth takes one (sign-up, update-user).
+        const name = req.method === 'POST' && NAMED_PATHS.has(path) ? signUpName(req.body as Buffer | undefined) : null;
+        const nameLength = name === null ? 0 : [...name].length;
+        if (nameLength > SIGN_UP_NAME_MAX) {
+          reply.header('cache-control', 'no-store');
+          return sendError(
+            req,
+            reply,
+            400,
+            'INVALID_PARAMETER',
+            `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${nameLength})`,
+            { field: 'name' },
+            null,
+          );
         }
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);

@@ -677,7 +677,23 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   },
   NOT_FOUND: {
     code: 'NOT_FOUND',
-    message: "Asset 'dogwifhat' not found",
+    message:
+      "Asset 'dogwifhat' not found: use one of bitcoin (BTC), ethereum (ETH), ripple (XRP), binancecoin (BNB), solana (SOL), dogecoin (DOGE), cardano (ADA), hyperliquid (HYPE), chainlink (LINK), avalanche-2 (AVAX), litecoin (LTC), by id or ticker (GET /api/v1/assets lists them)",
+    details: {
+      assets: [
+        'bitcoin',
+        'ethereum',
+        'ripple',
+        'binancecoin',
+        'solana',
+        'dogecoin',
+        'cardano',
+        'hyperliquid',
+        'chainlink',
+        'avalanche-2',
+        'litecoin',
+      ],
+    },
   },
   RATE_LIMITED: {
     code: 'RATE_LIMITED',
@@ -715,7 +731,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=24771',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=22751',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

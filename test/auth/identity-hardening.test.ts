@@ -92,6 +92,19 @@ describe('embedded identity provider on PGlite', () => {
     assert.equal((await svc.database.db.select().from(authUser).where(eq(authUser.email, email))).length, 0, 'no account');
     const ok = await post(svc, '/auth/sign-up/email', { name: 'n'.repeat(SIGN_UP_NAME_MAX), email, password: 'violet tractor orbit 42' });
     assert.equal(ok.status, 200, ok.raw);
+    // The same limit on renaming, in characters (code points), not UTF-16 units.
+    const signIn = await post(svc, '/auth/sign-in/email', { email, password: 'violet tractor orbit 42' });
+    assert.equal(signIn.status, 200, signIn.raw);
+    const session = { authorization: `Bearer ${signIn.body.token}` };
+    const rename = await post(svc, '/auth/update-user', { name: '📈'.repeat(SIGN_UP_NAME_MAX + 1) }, session);
+    assert.equal(rename.status, 400, rename.raw);
+    assert.match(rename.body.error.message, new RegExp(`got ${SIGN_UP_NAME_MAX + 1}\\)`));
+    const fine = await post(svc, '/auth/update-user', { name: '📈'.repeat(SIGN_UP_NAME_MAX) }, session);
+    assert.equal(fine.status, 200, fine.raw);
+    // A body over the identity provider's own limit names that limit (64 KiB), not the API's.
+    const huge = await post(svc, '/auth/sign-up/email', { name: 'x', email: `huge.${email}`, password: 'p'.repeat(70_000) });
+    assert.equal(huge.status, 400, huge.raw);
+    assert.match(huge.body.error.message, /too large: at most 65,536 bytes/);
 
     const unknown = await svc.app.inject({ method: 'GET', url: '/auth/no-such-endpoint', remoteAddress: freshIp() });
     assert.equal(unknown.statusCode, 404, unknown.body);

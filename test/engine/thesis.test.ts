@@ -80,9 +80,11 @@ describe('evaluateThesis', () => {
     assert.equal(quiet.health_score, none.health_score);
     assert.equal(one.health_score, Math.round(none.health_score! * 0.75 * 10) / 10);
     assert.ok(two.health_score! < one.health_score!, `${two.health_score} < ${one.health_score}`);
-    // Warnings alone (no signal score, no stop): the multiplier is the score.
+    // Warnings alone (no signal score, no stop): nothing to scale, the health cannot be assessed.
     const alone = evaluateThesis({ direction: 'long', conditions: [cond('w', 'rsi_14', 'gt', 70)] }, { ...snap, signal_score: null });
-    assert.equal(alone.health_score, 75);
+    assert.equal(alone.health_score, null);
+    assert.equal(alone.status, 'at_risk');
+    assert.equal(alone.action_required, true);
   });
 
   it('an invalidation that holds invalidates and requires action', () => {

@@ -280,6 +280,9 @@ describe('theses', { skip: SKIP }, () => {
       const del = await inject('DELETE', `/api/v1/thesis/${t.id}`, 'application/json', '');
       assert.equal(del.statusCode, 200, del.body);
       assert.equal(del.json().data.deleted, true);
+      const t2 = (await create(VALID)).body.data;
+      const del2 = await inject('DELETE', `/api/v1/thesis/${t2.id}`, 'text/plain', '');
+      assert.equal(del2.statusCode, 200, del2.body);
       const stored = async () => (await h.request('GET', '/api/v1/thesis', { token: owner.key })).body.data.theses.length as number;
       const before = await stored();
       // A JSON document sent as text/plain, a form, or no Content-Type at all.
