@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fromNodeHeaders } from 'better-auth/node';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth/identity-lazy.ts';
-import { unexpectedError } from '../errors.ts';
+import { type ErrorCode, unexpectedError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { sendError } from './envelope.ts';
 
@@ -118,6 +118,11 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
       // The parser's limit, also on the route, so that the "too large" message quotes it.
       bodyLimit: AUTH_BODY_LIMIT,
       handler: async (req, reply) => {
+        /** Answers in the error envelope, never cached (the meta has no as-of: not market data). */
+        const refuse = (status: number, code: ErrorCode, message: string, details?: Record<string, unknown>) => {
+          reply.header('cache-control', 'no-store');
+          return sendError(req, reply, status, code, message, details, null);
+        };
         // The path as better-auth's router will match it (a trailing slash or another case must not skip the checks).
         const path = req.url.split('?')[0]!.replace(/\/+$/, '').toLowerCase();
         if (req.method === 'POST' && THROTTLED_PATHS.has(path)) {
@@ -127,35 +132,19 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
             .split(';')[0]!
             .trim()
             .toLowerCase();
-          if (type !== 'application/json') {
-            reply.header('cache-control', 'no-store');
-            return sendError(
-              req,
-              reply,
-              400,
-              'INVALID_PARAMETER',
-              'Send sign-in and sign-up bodies as JSON (Content-Type: application/json)',
-              { field: 'content-type' },
-              null,
-            );
-          }
+          if (type !== 'application/json')
+            return refuse(400, 'INVALID_PARAMETER', 'Send sign-in and sign-up bodies as JSON (Content-Type: application/json)', {
+              field: 'content-type',
+            });
           if (limiter && (await throttled(limiter, req, reply, path))) return reply;
         }
         // The display name, wherever better-auth takes one (sign-up, update-user).
         const name = req.method === 'POST' && NAMED_PATHS.has(path) ? signUpName(req.body as Buffer | undefined) : null;
         const nameLength = name === null ? 0 : [...name].length;
-        if (nameLength > SIGN_UP_NAME_MAX) {
-          reply.header('cache-control', 'no-store');
-          return sendError(
-            req,
-            reply,
-            400,
-            'INVALID_PARAMETER',
-            `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${nameLength})`,
-            { field: 'name' },
-            null,
-          );
-        }
+        if (nameLength > SIGN_UP_NAME_MAX)
+          return refuse(400, 'INVALID_PARAMETER', `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${nameLength})`, {
+            field: 'name',
+          });
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
         headers.set(CLIENT_IP_HEADER, req.ip);
@@ -172,33 +161,22 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
         } catch (err) {
           const e = unexpectedError(err);
           if (e.code === 'SERVICE_UNAVAILABLE') reply.header('retry-after', '5');
-          reply.header('cache-control', 'no-store');
-          return sendError(req, reply, e.status, e.code, e.message, e.details, null);
+          return refuse(e.status, e.code, e.message, e.details);
         }
         // better-auth's bare answers, in the envelope with what to do next: an unknown path (404
         // with no body) and the token exchange without a valid session (401 {"message":"Unauthorized"}).
-        if (res.status === 404 && !res.body) {
-          reply.header('cache-control', 'no-store');
-          return sendError(
-            req,
-            reply,
+        if (res.status === 404 && !res.body)
+          return refuse(
             404,
             'NOT_FOUND',
             `No identity endpoint ${req.method} ${req.url.split('?')[0]}: sign up with POST ${AUTH_BASE_PATH}/sign-up/email, sign in with POST ${SIGN_IN_PATH}, get a JWT with GET ${TOKEN_PATH} (README, "Accounts, API keys and theses")`,
-            undefined,
-            null,
           );
-        }
         if (res.status === 401 && path === TOKEN_PATH) {
-          reply.header('cache-control', 'no-store').header('www-authenticate', 'Bearer');
-          return sendError(
-            req,
-            reply,
+          reply.header('www-authenticate', 'Bearer');
+          return refuse(
             401,
             'UNAUTHORIZED',
             `No valid session: sign in with POST ${SIGN_IN_PATH} and send the session token it returns as Authorization: Bearer <session token>`,
-            undefined,
-            null,
           );
         }
         reply.status(res.status);
