@@ -61,9 +61,6 @@ const EXPOSED_HEADERS = [
 /** Methods whose requests carry no body: an empty body sent with any Content-Type is no body. */
 const BODYLESS_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
-/** Fastify's default body limit, bytes (1 MiB), when the instance does not set one. */
-const DEFAULT_BODY_LIMIT = 1_048_576;
-
 /**
  * The message for Fastify's body errors (its FST_ERR_CTP_* codes), saying what to send
  * instead; null for any other code. `contentType` is the request's header, `bodyLimit` bytes.
@@ -169,16 +166,15 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   // unsupported media type message instead of a confusing "expected object, received string".
   const jsonParser = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser(['application/json', 'text/plain']);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if ((body as string).length === 0 && BODYLESS_METHODS.has(req.method)) return done(null, undefined);
-    jsonParser(req, body as string, done);
-  });
+  const noBody = (req: FastifyRequest, body: string | Buffer) => body.length === 0 && BODYLESS_METHODS.has(req.method);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) =>
+    noBody(req, body) ? done(null, undefined) : jsonParser(req, body as string, done),
+  );
   // Any other type: no body when empty on a body-less method, else unsupported (the message
   // above). Scopes with their own parsers (/auth) are not affected.
-  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
-    if ((body as string).length === 0 && BODYLESS_METHODS.has(req.method)) return done(null, undefined);
-    done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined);
-  });
+  app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) =>
+    noBody(req, body) ? done(null, undefined) : done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined),
+  );
   app.setValidatorCompiler(validatorCompiler);
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
@@ -226,7 +222,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       const body = bodyErrorMessage(
         err.code,
         req.headers['content-type'],
-        req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit ?? DEFAULT_BODY_LIMIT,
+        // Fastify always fills initialConfig.bodyLimit (1 MiB by default).
+        req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!,
       );
       return sendError(req, reply, 400, 'INVALID_PARAMETER', body ?? err.message, body ? { location: 'body' } : undefined, asOf);
     }

@@ -38,25 +38,18 @@ export const SIGN_UP_NAME_MAX = 100;
 /** The path of the session-to-JWT exchange (`GET /auth/token` with the session token as bearer). */
 const TOKEN_PATH = `${AUTH_BASE_PATH}/token`;
 
-/** The `name` of a sign-up or update-user body (JSON) when it is a string, else null (absent, not a string, or unreadable JSON: better-auth answers those). */
-function signUpName(body: Buffer | undefined): string | null {
+/**
+ * A string field of a JSON request body (sign-in's `email`, sign-up's and update-user's
+ * `name`), or null when the body is empty, not JSON, or the field is absent or not a string
+ * (better-auth answers those itself).
+ */
+function bodyString(body: Buffer | undefined, field: 'email' | 'name'): string | null {
   if (!body || body.length === 0) return null;
   try {
-    const v = (JSON.parse(body.toString('utf8')) as { name?: unknown }).name;
+    const v = (JSON.parse(body.toString('utf8')) as Record<string, unknown>)[field];
     return typeof v === 'string' ? v : null;
   } catch {
     return null;
-  }
-}
-
-/** The email of a sign-in body (JSON), trimmed and lower-cased, or '' when absent or unreadable. */
-function signInEmail(body: Buffer | undefined): string {
-  if (!body || body.length === 0) return '';
-  try {
-    const v = (JSON.parse(body.toString('utf8')) as { email?: unknown }).email;
-    return typeof v === 'string' ? v.trim().toLowerCase() : '';
-  } catch {
-    return '';
   }
 }
 
@@ -71,7 +64,10 @@ async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: F
   const ip = await byIp.consume(req.ip);
   let refused = ip.allowed ? null : { retryAfterSec: ip.retryAfterSec, scope: 'address' };
   if (!refused && path === SIGN_IN_PATH) {
-    const email = signInEmail(req.body as Buffer | undefined);
+    const email =
+      bodyString(req.body as Buffer | undefined, 'email')
+        ?.trim()
+        .toLowerCase() ?? '';
     if (email) {
       const byAccount = limiter.budget('auth-account', SIGNIN_ACCOUNT_LIMIT.points, SIGNIN_ACCOUNT_LIMIT.durationSec);
       const acc = await byAccount.consume(createHash('sha256').update(email).digest('hex'));
@@ -139,7 +135,7 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           if (limiter && (await throttled(limiter, req, reply, path))) return reply;
         }
         // The display name, wherever better-auth takes one (sign-up, update-user).
-        const name = req.method === 'POST' && NAMED_PATHS.has(path) ? signUpName(req.body as Buffer | undefined) : null;
+        const name = req.method === 'POST' && NAMED_PATHS.has(path) ? bodyString(req.body as Buffer | undefined, 'name') : null;
         const nameLength = name === null ? 0 : [...name].length;
         if (nameLength > SIGN_UP_NAME_MAX)
           return refuse(400, 'INVALID_PARAMETER', `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${nameLength})`, {

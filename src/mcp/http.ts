@@ -145,7 +145,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   // Body errors, which Fastify raises before the transport sees the request, get a JSON-RPC
   // error like the transport's own (parse error -32700), not the REST envelope; any other
   // error goes on to the app's handler.
-  app.setErrorHandler((err: FastifyError, _req, reply) => {
+  app.setErrorHandler((err: FastifyError, req, reply) => {
     switch (err.code) {
       case 'FST_ERR_CTP_INVALID_JSON_BODY':
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -153,7 +153,12 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return rpcError(reply, 415, -32000, 'Unsupported Content-Type: send JSON-RPC messages with Content-Type: application/json');
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return rpcError(reply, 413, -32000, `Request body is too large: at most ${app.initialConfig.bodyLimit ?? 1_048_576} bytes`);
+        return rpcError(
+          reply,
+          413,
+          -32000,
+          `Request body is too large: at most ${req.routeOptions.bodyLimit ?? app.initialConfig.bodyLimit!} bytes`,
+        );
       default:
         throw err;
     }
