@@ -130,9 +130,10 @@ export async function startPrivateRedis(): Promise<PrivateServer> {
 /**
  * Starts a private PostgreSQL 15 cluster (initdb in a temporary folder, fsync off, trust
  * authentication, as the postgres user when running as root) and waits (at most 30 s) until
- * it accepts connections; its database `postgres` is the one to use.
+ * it accepts connections; its database `postgres` is the one to use. `settings` are extra
+ * server settings (`-c name=value`), e.g. `{ autovacuum: 'off' }`.
  */
-export async function startPrivatePostgres(): Promise<PrivateServer> {
+export async function startPrivatePostgres(settings: Record<string, string> = {}): Promise<PrivateServer> {
   const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'faults-pg-'));
   chmodSync(dir, 0o777);
@@ -156,6 +157,7 @@ export async function startPrivatePostgres(): Promise<PrivateServer> {
     'fsync=off',
     '-c',
     'shared_buffers=16MB',
+    ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
   ]);
   const child = spawn(pc, pa, { detached: true, stdio: 'ignore' });
   // The postmaster's children (backends, checkpointer, ...), from /proc.
