@@ -509,15 +509,20 @@ export interface Medians {
 }
 
 /**
- * Interleaved rounds: in each of `ROUNDS` rounds every contender gets a warm-up run and a
- * measured run, in a fresh random order; prints each run and returns the medians by name.
+ * Interleaved rounds: in each of `o.rounds` (default `ROUNDS`) rounds every contender gets a
+ * warm-up run and a measured run of `o.seconds` (default `DURATION`), in a fresh random order;
+ * prints each run and returns the medians by name.
  */
-export async function interleave(section: string, contenders: Contender[]): Promise<Map<string, Medians>> {
+export async function interleave(
+  section: string,
+  contenders: Contender[],
+  o: { rounds?: number; seconds?: number } = {},
+): Promise<Map<string, Medians>> {
   const runs = new Map<string, RunResult[]>(contenders.map((c) => [c.name, []]));
-  for (let round = 1; round <= ROUNDS; round++) {
+  for (let round = 1; round <= (o.rounds ?? ROUNDS); round++) {
     for (const c of shuffle(contenders)) {
       if (WARMUP > 0) await wrk(c.server.url, c.spec, WARMUP);
-      const r = await wrk(c.server.url, c.spec, DURATION, c.server.pid, 0, c.sidecars);
+      const r = await wrk(c.server.url, c.spec, o.seconds ?? DURATION, c.server.pid, 0, c.sidecars);
       runs.get(c.name)!.push(r);
       console.log(`  [${section} round ${round}] ${runLine(c.name, r)}`);
     }

@@ -45,6 +45,7 @@ import { benchDashboard } from './dashboard.ts';
 import {
   CONNECTIONS,
   DURATION,
+  ROUNDS,
   type Contender,
   interleave,
   type LoadSpec,
@@ -601,7 +602,13 @@ async function main() {
           { name: 'control', server: control, spec: rest },
           { name: 'signed-in', server: sv, spec: rest },
         ];
-        const before = await interleave('before sign-in', contenders);
+        // Twice the rounds of half the length (at least 3 s): the same measuring time, cut into
+        // twice as many interleaved pairs. The verdict asks for 5% resolution, and one 10-s run
+        // of an identical process moves about +-7% on this machine: on one build 3 rounds of 10 s
+        // read 0.94x, 6 rounds of 5 s 0.98x (docs/benchmarks.md, fifteenth session).
+        const signinRuns = { rounds: ROUNDS * 2, seconds: Math.max(3, Math.round(DURATION / 2)) };
+        console.log(`  each phase: ${signinRuns.rounds} interleaved rounds of ${WARMUP} s warm-up + ${signinRuns.seconds} s`);
+        const before = await interleave('before sign-in', contenders, signinRuns);
         const email = `bench-${Date.now()}@example.com`;
         const password = 'correct horse battery staple bench';
         const post = (p2: string, bodyObj: unknown) =>
@@ -616,7 +623,7 @@ async function main() {
         console.log('  signed up and signed in through /auth/sign-up/email, /auth/sign-in/email (signed-in process only)');
         // Every key used again on both, so both phases start with the same warm key caches.
         for (const s of [control, sv]) await warmKeys(s.url, rest, restKeys);
-        const after = await interleave('after sign-in', contenders);
+        const after = await interleave('after sign-in', contenders, signinRuns);
         await stopService(sv);
         await stopService(control);
         const med = (m: Map<string, Medians>, n: string) => m.get(n)!;
