@@ -640,7 +640,7 @@ async function main() {
         );
         verdict(
           'keyed throughput after a sign-in / before, drift-corrected by an identical control process',
-          `${x(did)} (raw ${x(raw)}, control ${x(drift)}; CPU/req ${x(cpuDid)})`,
+          `${x(did)} (raw ${x(raw)}, control ${x(drift)}; CPU/req ${x(cpuDid)}; ${signinRuns.rounds} x ${signinRuns.seconds} s per phase)`,
           '>= 0.95x',
           did >= 0.95,
         );
