@@ -71,7 +71,7 @@ type Opened = { db: Database; cleanup: () => Promise<void> };
  */
 function storageSuite(name: string, open: () => Promise<Opened | null>, isolated?: () => Promise<Opened | string>) {
   describe(`storage on ${name}`, () => {
-    let ctx: { db: Database; cleanup: () => Promise<void> } | null = null;
+    let ctx: Opened | null = null;
     before(async () => {
       ctx = await open();
     });
