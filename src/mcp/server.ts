@@ -1,6 +1,14 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { type CallToolResult, CallToolRequestSchema, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  type CallToolResult,
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import { z } from 'zod';
 import { ServiceError } from '../errors.ts';
 import type { StatusData } from '../services/schemas/market.ts';
 import type { Served } from '../services/served.ts';
@@ -32,6 +40,38 @@ const TOOL_SERIES: Record<string, readonly StatusData['series'][number]['kind'][
   get_signal_history: ['candles'],
   get_thesis_health: ['candles', 'fear_greed', 'funding', 'metric'],
 };
+
+/**
+ * A request schema that answers JSON-RPC -32602 Invalid params, with one sentence naming the
+ * field, when `params` does not fit `schema`'s. The SDK (1.32) parses a request before its
+ * handler and lets the parse error through as -32603 Internal error with the raw validation
+ * issues as the message (modelcontextprotocol/typescript-sdk issue 2284); an error thrown by
+ * the parse with a numeric `code` is answered with that code and message instead.
+ * `hint` says what to send.
+ */
+function withInvalidParams<S extends typeof CallToolRequestSchema | typeof ListToolsRequestSchema>(schema: S, hint: string) {
+  const method = schema.shape.method.value;
+  const params = schema.shape.params as z.ZodType<z.output<S>['params']>;
+  return z.object({
+    method: schema.shape.method,
+    params: z
+      .unknown()
+      .optional()
+      .transform((value): z.output<S>['params'] => {
+        const parsed = params.safeParse(value);
+        if (parsed.success) return parsed.data;
+        const issue = parsed.error.issues[0];
+        const where = issue?.path.length ? `'params.${issue.path.join('.')}'` : "'params'";
+        throw new McpError(ErrorCode.InvalidParams, `Invalid ${method} params: ${where}: ${issue?.message ?? 'invalid value'}. ${hint}`);
+      }),
+  });
+}
+
+const CALL_TOOL_REQUEST = withInvalidParams(
+  CallToolRequestSchema,
+  'Send {"name": <a tool from tools/list>, "arguments": {<its arguments>}}.',
+);
+const LIST_TOOLS_REQUEST = withInvalidParams(ListToolsRequestSchema, 'Send no params, or {"cursor": <string>}.');
 
 /** `tools/list` answers by the status answer they were built from (rebuilt when the data or its freshness changes). */
 const lists = new WeakMap<object, { tools: Tool[] }>();
@@ -78,10 +118,8 @@ export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server
     instructions: INSTRUCTIONS,
   });
   // A pending context (stdio while the core starts): tools/list and tools/call wait for it.
-  server.setRequestHandler(ListToolsRequestSchema, async () =>
-    toolList((ctx instanceof Promise ? await ctx : ctx).services.market.status()),
-  );
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+  server.setRequestHandler(LIST_TOOLS_REQUEST, async () => toolList((ctx instanceof Promise ? await ctx : ctx).services.market.status()));
+  server.setRequestHandler(CALL_TOOL_REQUEST, async (request): Promise<CallToolResult> => {
     const tool = BY_NAME.get(request.params.name);
     if (!tool)
       return failure(

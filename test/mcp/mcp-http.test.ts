@@ -192,6 +192,30 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     );
     await c.close();
   });
+
+  test('malformed tools/call and tools/list params are -32602 Invalid params naming the field, not -32603', async () => {
+    const auth = { authorization: `Bearer ${keys.api}` };
+    const cases: [unknown, RegExp][] = [
+      [{ name: 'get_signals', arguments: 'nope' }, /Invalid tools\/call params: 'params\.arguments': .*Send \{"name"/],
+      [undefined, /Invalid tools\/call params: 'params': .*Send \{"name"/],
+      [{ arguments: {} }, /Invalid tools\/call params: 'params\.name': /],
+    ];
+    for (const [params, message] of cases) {
+      const res = await rawMcp({ jsonrpc: '2.0', id: ++ipSeq, method: 'tools/call', ...(params === undefined ? {} : { params }) }, auth);
+      assert.equal(res.status, 200);
+      const body = (await res.json()) as { error: { code: number; message: string } };
+      assert.equal(body.error.code, -32602, JSON.stringify(body));
+      assert.match(body.error.message, message);
+      assert.ok(!body.error.message.includes('\n'), 'one line, not the raw validation issues');
+    }
+    const list = await rawMcp({ jsonrpc: '2.0', id: ++ipSeq, method: 'tools/list', params: { cursor: 5 } }, auth);
+    const listBody = (await list.json()) as { error: { code: number; message: string } };
+    assert.equal(listBody.error.code, -32602);
+    assert.match(listBody.error.message, /Invalid tools\/list params: 'params\.cursor': /);
+    // Well-formed calls still answer.
+    const ok = (await (await rawMcp(callMsg('get_assets'), auth)).json()) as { result: CallToolResult };
+    assert.equal(ok.result.isError, undefined);
+  });
 });
 
 describe('MCP auth, tiers and limits', () => {
