@@ -80,6 +80,18 @@ export function bodyErrorMessage(code: string | undefined, contentType: string |
   }
 }
 
+/**
+ * fastify-type-provider-zod's validator, except that a missing body is no body for a body
+ * schema that allows none (`POST /api/v1/keys/create`, README): Fastify hands a request
+ * without body and Content-Type to the body validator as null, which such a schema refuses.
+ */
+const bodyOptionalAware: typeof validatorCompiler = (route) => {
+  const validate = validatorCompiler(route);
+  const schema = route.schema as { safeParse?: (v: unknown) => { success: boolean } };
+  if (route.httpPart !== 'body' || typeof schema.safeParse !== 'function' || !schema.safeParse(undefined).success) return validate;
+  return (data) => validate(data === null ? undefined : data);
+};
+
 /** A request URL without its query string (which could carry secrets). */
 function pathOf(url: string): string {
   const q = url.indexOf('?');
@@ -175,7 +187,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) =>
     noBody(req, body) ? done(null, undefined) : done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined),
   );
-  app.setValidatorCompiler(validatorCompiler);
+  app.setValidatorCompiler(bodyOptionalAware);
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 

@@ -117,6 +117,21 @@ describe('API keys', { skip: SKIP }, () => {
       assert.equal((await call('GET', '/api/v1/assets', ka.key)).status, 200);
     });
 
+    test('POST /keys/create without a body (and no Content-Type) creates a key named default', async () => {
+      const jwt = await h.jwt('user-no-body');
+      const r = await call('POST', '/api/v1/keys/create', jwt);
+      assert.equal(r.status, 201, r.raw);
+      const listed = okEnvelope(KeyListSchema).parse((await call('GET', '/api/v1/keys', jwt)).body).data.keys;
+      assert.deepEqual(
+        listed.map((k) => k.name),
+        ['default'],
+      );
+      // An empty body that claims to be JSON is still refused, saying what to send.
+      const empty = await h.request('POST', '/api/v1/keys/create', { token: jwt, headers: { 'content-type': 'application/json' } });
+      expectError(empty, 400, 'INVALID_PARAMETER');
+      assert.match(empty.body.error.message, /send a JSON object/);
+    });
+
     test('bad bodies are 400 INVALID_PARAMETER naming the field', async () => {
       const jwt = await h.jwt('user-bad-body');
       const name = await call('POST', '/api/v1/keys/create', jwt, { name: 'x'.repeat(65) });
