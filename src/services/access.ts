@@ -406,6 +406,8 @@ export class Access {
       AUTH_FAILURES_PER_MINUTE,
       new Date(Date.now() + retryAfterSec * 1000),
       retryAfterSec,
+      // The client address's own budget of failed authentications ran out (README, "Limits").
+      'address',
     );
   }
 

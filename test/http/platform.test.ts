@@ -190,6 +190,9 @@ describe('rate limits', { skip: SKIP }, () => {
     const blocked = await call('GET', '/api/v1/assets', wellFormed, undefined, ip);
     assert.equal(blocked.status, 429);
     assert.equal(blocked.body.error.code, 'RATE_LIMITED');
+    assert.equal(blocked.body.error.details.scope, 'address');
+    assert.equal(blocked.body.error.details.limit, 20);
+    assert.match(blocked.body.error.message, /failed authentication/);
     assert.ok(Number(blocked.headers['retry-after']) >= 1);
     // Another address is not affected.
     assert.equal((await call('GET', '/api/v1/assets', wellFormed)).status, 401);
