@@ -149,7 +149,7 @@ async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
   const cost = Number(opts.costBps);
   if (opts.costBps.trim() === '' || !Number.isFinite(cost)) throw new RangeError(`--cost-bps must be a number, got '${opts.costBps}'`);
   const market = await MarketService.create(new DatasetProvider(cfg.DATA_DIR), null, cfg.AS_OF);
-  const window = backtestWindow(market.data, opts.from, opts.to ?? market.asOf);
+  const window = backtestWindow(market.data, opts.from, opts.to ?? market.asOf, opts.to !== undefined);
   const note = clampNote(window);
   if (note) process.stderr.write(`${note}\n`);
   const report = runBacktest(market, { from: window.from, to: window.to, costBps: cost, walkForward: opts.walkForward, model: opts.model });

@@ -338,11 +338,12 @@ test('backtest: the table by default; bad options are one-line errors', async ()
 });
 
 test('backtest: a window past the data is clamped to it and says so; a window without data is an error naming the days the data covers', async () => {
-  const [table, json, none, unscored] = await Promise.all([
+  const [table, json, none, unscored, future] = await Promise.all([
     cli(['backtest', '--from', '2025-01-01', '--to', '2030-01-01', '--model', 'signals-v1']),
     cli(['backtest', '--from', '1990-01-01', '--to', '2030-01-01', '--model', 'signals-v1', '--json']),
     cli(['backtest', '--from', '1990-01-01', '--to', '1990-02-01']),
     cli(['backtest', '--from', '2025-09-30']),
+    cli(['backtest', '--from', '2030-01-01']),
   ]);
   // The header names the window evaluated; one line on stderr says it was clamped.
   assert.equal(table.code, 0, table.stderr);
@@ -370,6 +371,12 @@ test('backtest: a window past the data is clamped to it and says so; a window wi
   assert.match(
     unscored.stderr,
     /^nothing to evaluate in 2025-09-30 → 2025-09-30: no day in it has a next day's close to score it \(the data covers 2018-03-17 to 2025-09-30\)/,
+  );
+  // --from after the data without --to: the message names the default --to (the as-of day), not a --to never given.
+  assert.equal(future.code, 1);
+  assert.equal(
+    future.stderr,
+    '--from (2030-01-01) is after the as-of day 2025-09-30, the default --to: the data covers 2018-03-17 to 2025-09-30; choose --from within it\n',
   );
 });
 

@@ -17,6 +17,9 @@ test('a bad value names the variable', () => {
     ['PORT', '70000'],
     ['AS_OF', '2024-13-45'],
     ['AS_OF', 'yesterday'],
+    // Date.parse would roll these over to the next month.
+    ['AS_OF', '2025-02-30'],
+    ['AS_OF', '2023-02-29'],
     ['DATABASE_URL', 'mysql://x'],
     ['LOG_LEVEL', 'loud'],
     ['REDIS_KEY_PREFIX', 'has space:'],
@@ -27,6 +30,11 @@ test('a bad value names the variable', () => {
       `${k}=${v}`,
     );
   }
+});
+
+test('AS_OF accepts a leap day and says why a day that does not exist is refused', () => {
+  assert.equal(loadConfig({ AS_OF: '2024-02-29' }).AS_OF, '2024-02-29');
+  assert.throws(() => loadConfig({ AS_OF: '2025-02-30' }), /AS_OF: is not a calendar date/);
 });
 
 test('CLI flags override the environment', () => {

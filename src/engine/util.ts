@@ -18,7 +18,10 @@ export function dayNumber(day: string): number {
   const y0 = digits(day, 0, 4);
   const m = digits(day, 5, 7);
   const d = digits(day, 8, 10);
-  if (y0 < 0 || m < 1 || m > 12 || d < 1 || d > daysInMonth(y0, m)) throw new RangeError(`invalid day '${day}' (expected YYYY-MM-DD)`);
+  // digits() is -1 for a non-digit.
+  if (y0 < 0 || m < 0 || d < 0) throw new RangeError(`invalid day '${day}' (expected YYYY-MM-DD)`);
+  if (m < 1 || m > 12 || d < 1 || d > daysInMonth(y0, m))
+    throw new RangeError(`invalid day '${day}': no such calendar date (expected an existing day, YYYY-MM-DD)`);
   const y = m <= 2 ? y0 - 1 : y0;
   const era = Math.floor(y / 400);
   const yoe = y - era * 400;

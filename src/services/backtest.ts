@@ -146,13 +146,14 @@ export interface BacktestWindow {
  * the days are checked as {@link runBacktest} checks them, then clamped to the decision days
  * the data holds (every candle day of an asset has a signal), so that a report never names
  * days the data does not have.
+ * `toGiven` false: `to` is the as-of day, the command's default (the messages say so).
  * @throws RangeError on a bad day or from > to; and, naming the days the data covers, when the
  *   window holds no decision day, or none with a next day's close to score it.
  */
-export function backtestWindow(data: MarketData, from: string, to: string): BacktestWindow {
+export function backtestWindow(data: MarketData, from: string, to: string, toGiven = true): BacktestWindow {
   checkDay(from, '--from');
   checkDay(to, '--to');
-  if (from > to) throw new RangeError(`--from (${from}) is after --to (${to})`);
+  if (from > to && toGiven) throw new RangeError(`--from (${from}) is after --to (${to})`);
   let dataFrom: string | undefined;
   let dataTo: string | undefined;
   for (const a of data.assets) {
@@ -163,6 +164,8 @@ export function backtestWindow(data: MarketData, from: string, to: string): Back
   }
   if (dataFrom === undefined || dataTo === undefined) throw new RangeError('the data holds no prices: there is nothing to evaluate');
   const covers = `the data covers ${dataFrom} to ${dataTo}`;
+  if (from > to)
+    throw new RangeError(`--from (${from}) is after the as-of day ${to}, the default --to: ${covers}; choose --from within it`);
   const w = {
     from: from < dataFrom ? dataFrom : from,
     to: to > dataTo ? dataTo : to,
