@@ -200,6 +200,10 @@ test('users set-tier works while the service runs on PGlite: through its 0600 ad
     const socket = adminSocketPath(pgliteDir);
     assert.equal(statSync(socket).mode & 0o777, 0o600);
     await setTierWhileRunning(h, { PGLITE_DIR: pgliteDir }, /tier set to pro \(by the running service\)/);
+    // Commands that need the database to themselves say which process holds it and the three ways out.
+    const busy = await cli(['backfill'], { PGLITE_DIR: pgliteDir });
+    assert.notEqual(busy.code, 0);
+    assert.match(busy.stderr, new RegExp(`in use by process ${process.pid} .*Stop it first, .*PGLITE_DIR .*DATABASE_URL`));
     // Nothing but set-tier is accepted.
     const answer = await new Promise<string>((resolve, reject) => {
       let buf = '';

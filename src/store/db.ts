@@ -461,7 +461,7 @@ function lockPglite(dir: string): () => void {
       }
       if (alive) {
         throw new DatabaseInUseError(
-          `The embedded database ${dir} is in use by process ${pid} (a running service?). Stop it first, or set DATABASE_URL to a PostgreSQL database so several processes can share it.`,
+          `The embedded database ${dir} is in use by process ${pid} (a running service?). Stop it first, give this command another folder with PGLITE_DIR (e.g. .data/pglite-2: a separate database, filled from the bundled data, without this one's users and keys), or set DATABASE_URL to a PostgreSQL database so several processes can share it.`,
         );
       }
       rmSync(file, { force: true }); // stale lock of a dead process
