@@ -6,6 +6,7 @@ import { ServiceError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import type { Coordination } from '../store/db.ts';
 import type { KeyRepo, KeyRow } from '../store/key-repo.ts';
+import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
 import type { CreatedKey, KeyView, RevokedKey } from './schemas/keys.ts';
 import type { UsageTracker } from './usage.ts';
@@ -24,10 +25,6 @@ export interface KeyCaller {
   keyId: string;
   userId: string;
   tier: Tier;
-}
-
-function iso(ts: string | null): string | null {
-  return ts === null ? null : new Date(ts).toISOString();
 }
 
 /** Default of KEY_CACHE_MAX: at most this many verified active keys per instance. */

@@ -4,6 +4,7 @@ import { cut, findGaps } from '../providers/dataset/dataset.ts';
 import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
 import type { MarketCache } from '../store/market-cache.ts';
 import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
+import { isoTimestamp } from '../store/timestamps.ts';
 
 /** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
 export class AsOfOutOfRangeError extends RangeError {
@@ -37,9 +38,11 @@ export function toFreshness(s: SeriesState): SeriesFreshness {
     origin: s.origin,
     cadence_hours: s.cadenceHours,
     newest_date: s.newestDate,
-    last_success_at: s.lastSuccessAt,
+    // ISO 8601 like every timestamp the API serves (the store, and a market cache written by
+    // an earlier version, hold PostgreSQL's text form, e.g. `2026-11-27 17:35:07.887+00`).
+    last_success_at: isoTimestamp(s.lastSuccessAt),
     last_error: s.lastError,
-    last_error_at: s.lastErrorAt,
+    last_error_at: isoTimestamp(s.lastErrorAt),
   };
 }
 

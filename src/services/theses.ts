@@ -4,13 +4,10 @@ import { evaluateThesis, type ThesisCondition, type ThesisSnapshot } from '../en
 import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../errors.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
+import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
 import type { MarketService } from './market.ts';
 import type { Thesis, ThesisHealthData, ThesisInputSchema } from './schemas/theses.ts';
-
-function iso(ts: string): string {
-  return new Date(ts).toISOString();
-}
 
 function notFound(id: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them)`);

@@ -40,7 +40,10 @@ export interface SeriesSpec {
   cadenceHours: number;
 }
 
-/** A series with its freshness: newest day stored, last successful fetch and last error (ISO timestamps). */
+/**
+ * A series with its freshness: newest day stored, last successful fetch and last error
+ * (timestamps as the database writes them; `isoTimestamp` in store/timestamps.ts reads them).
+ */
 export interface SeriesState extends SeriesSpec {
   newestDate: string | null;
   lastSuccessAt: string | null;

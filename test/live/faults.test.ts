@@ -82,6 +82,7 @@ describe('live ingest under upstream faults', () => {
       const candles = status.series.find((s: { series: string }) => s.series === 'candles:bitcoin');
       assert.equal(candles.stale, true);
       assert.ok(candles.last_error, 'the failure is recorded');
+      assert.match(candles.last_error_at, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'ISO 8601, as every timestamp of the API');
       assert.equal(candles.newest_date, before);
 
       // The upstreams return: the next round catches up on every missed day.

@@ -153,7 +153,7 @@ describe('live ingest replay on PostgreSQL with two instances', () => {
       const btc = status.series.find((s: { series: string }) => s.series === 'candles:bitcoin');
       assert.equal(btc.origin, 'live');
       assert.equal(btc.newest_date, END);
-      assert.ok(btc.last_success_at, 'last successful fetch recorded');
+      assert.match(btc.last_success_at, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'last successful fetch recorded, ISO 8601');
     },
   );
 });
