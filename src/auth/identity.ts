@@ -51,8 +51,9 @@ export const IDP_JWT_TTL = '15m';
  *   (OpenID Connect Discovery 1.0, JWKS part only: this is not a full OpenID Provider) gives
  *   `{issuer, jwks_uri}`, so `createJwtVerifier({issuer, audience})` works by discovery, as
  *   with an external provider.
- * - `GET /signin`: a page to sign up / sign in, get the JWT and copy a curl command that
- *   creates an API key.
+ * - `GET /signin`: the dashboard's page to sign up / sign in; the dashboard then takes the
+ *   JWT from `/auth/token` itself (its API keys section at `/account`). Scripts call
+ *   `/auth/sign-in/email` and `/auth/token` (README, "API keys").
  *
  * The issuer is `baseUrl` (the service's public origin, PUBLIC_URL): discovery is then at
  * `<baseUrl>/.well-known/openid-configuration` as OIDC Discovery requires. Browsers must use

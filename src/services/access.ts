@@ -109,6 +109,13 @@ export const ACCOUNT_LIMITER = 'acct';
 const GET_A_KEY =
   'sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...';
 
+/**
+ * How to get a JWT (README, "API keys"): the /signin page keeps it in the browser (the
+ * dashboard's API keys section at /account uses it); scripts take it from GET /auth/token.
+ */
+const GET_A_JWT =
+  'in a browser, sign in at /signin and manage keys at /account; with curl, POST /auth/sign-in/email, then GET /auth/token with the session token as Authorization: Bearer (with AUTH_ISSUER set: a token from that identity provider)';
+
 /** A wait in words (seconds, minutes, or hours and minutes), for a 429 message. */
 function waitFor(retryAfterSec: number): string {
   if (retryAfterSec < 120) return `${retryAfterSec} s`;
@@ -124,8 +131,8 @@ function waitFor(retryAfterSec: number): string {
  */
 export const MESSAGES = {
   keyRequired: `This operation needs an API key: ${GET_A_KEY} (MCP over stdio: set MARKET_INTEL_API_KEY)`,
-  jwtRequired: 'Key management needs the JWT of a signed-in user: sign in at /signin and send Authorization: Bearer <JWT>',
-  keyNotJwt: 'Key management takes the JWT of a signed-in user, not an API key: sign in at /signin and send Authorization: Bearer <JWT>',
+  jwtRequired: `Key management needs the JWT of a signed-in user as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
+  keyNotJwt: `Key management takes the JWT of a signed-in user, not an API key, as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
   badHeader: 'Authorization header must be: Bearer <token> (an API key svc_live_..., or a JWT for key management and theses)',
   /** An API key that is not one of ours (reason `unknown`). */
   invalidKey: (prefix: string) => `Invalid API key ${prefix}...: no such key (check that it was copied whole); to get one, ${GET_A_KEY}`,
@@ -138,7 +145,7 @@ export const MESSAGES = {
   /** A bearer token that is neither an API key nor accepted as a JWT here. */
   notAKey:
     'Invalid API key: API endpoints and MCP take an API key (Authorization: Bearer svc_live_...), not a JWT or other token; JWTs are for key management (/api/v1/keys/...) and theses. Create a key at /signin',
-  invalidJwt: 'Invalid or expired token: sign in again at /signin for a fresh JWT',
+  invalidJwt: `Invalid or expired token: get a fresh JWT; ${GET_A_JWT}`,
   idpDown: 'The identity provider could not be reached; try again shortly',
   tooManyFailures: (retryAfterSec: number) =>
     `Too many failed authentication attempts from this address: try again in ${waitFor(retryAfterSec)}, with a valid key`,

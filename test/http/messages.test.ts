@@ -117,6 +117,18 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     }
   });
 
+  test('key management without a JWT, with an API key or with a bad JWT says how to get a JWT, in a browser and with curl', async () => {
+    const { key } = await harness().keyFor('free');
+    for (const token of [undefined, key, 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln']) {
+      const r = await harness().request('GET', '/api/v1/keys', { token });
+      expectError(r, 401, 'UNAUTHORIZED');
+      assert.match(
+        r.body.error.message,
+        /sign in at \/signin and manage keys at \/account; with curl, POST \/auth\/sign-in\/email, then GET \/auth\/token/,
+      );
+    }
+  });
+
   test('an operation that needs a key, called without one, says how to get one', async () => {
     const r = await harness().request('GET', '/api/v1/signal-history/bitcoin');
     expectError(r, 401, 'UNAUTHORIZED');
