@@ -227,6 +227,10 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       const message = `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
+    // A plugin's 403/404 (@fastify/static refuses a path that leaves its folder, e.g.
+    // /app/static/../../package.json, with 403 FST_STATIC_FORBIDDEN_PATH "Forbidden"): no such
+    // route, as for any other path. Fastify's own errors (FST_ERR_*) keep their handling below.
+    if ((err.statusCode === 403 || err.statusCode === 404) && !err.code?.startsWith('FST_ERR_')) return notFound(req, reply);
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       // Fastify's own client errors (malformed JSON, wrong content type, body too large): 400
       // INVALID_PARAMETER like every malformed value (docs/architecture.md, errors), with a
