@@ -332,21 +332,40 @@ export const CONFIDENCE_BANDS: readonly [number, number][] = [
   [0.75, 1],
 ];
 
-/** Hit rates of non-neutral days per confidence band ({@link CONFIDENCE_BANDS}). */
+/** Index of the {@link CONFIDENCE_BANDS} band holding `c`, or -1 outside [0, 1]. */
+function bandOf(c: number): number {
+  const last = CONFIDENCE_BANDS.length - 1;
+  for (let k = 0; k <= last; k++) {
+    const [lo, hi] = CONFIDENCE_BANDS[k]!;
+    if (c >= lo && (k === last ? c <= hi : c < hi)) return k;
+  }
+  return -1;
+}
+
+/**
+ * Hit rates of non-neutral days per confidence band ({@link CONFIDENCE_BANDS}): one pass over
+ * `rows` counting into the bands, then one result per band with its bounds copied from the
+ * table. (It was one pass per band, each building its result after its loop: a CI run on
+ * Node 24.21.0 once served the pooled table's first band with the second band's bounds,
+ * not reproduced since; this form has no long loop inside the callback that builds a band.)
+ */
 export function confidenceTable(rows: readonly { level: SignalLevel; confidence: number; ret: number }[]): ConfidenceBand[] {
-  return CONFIDENCE_BANDS.map(([lo, hi], k) => {
-    const last = k === CONFIDENCE_BANDS.length - 1;
-    let days = 0;
-    let hits = 0;
-    for (const r of rows) {
-      if (r.level === 'neutral') continue;
-      if (r.confidence < lo || (last ? r.confidence > hi : r.confidence >= hi)) continue;
-      days++;
-      const bull = r.level === 'buy' || r.level === 'strong_buy';
-      if (bull ? r.ret > 0 : r.ret < 0) hits++;
-    }
-    return { from: lo, to: hi, days, hit_rate: days > 0 ? hits / days : null };
-  });
+  const days = CONFIDENCE_BANDS.map(() => 0);
+  const hits = CONFIDENCE_BANDS.map(() => 0);
+  for (const r of rows) {
+    if (r.level === 'neutral') continue;
+    const k = bandOf(r.confidence);
+    if (k < 0) continue;
+    days[k]!++;
+    const bull = r.level === 'buy' || r.level === 'strong_buy';
+    if (bull ? r.ret > 0 : r.ret < 0) hits[k]!++;
+  }
+  const bands: ConfidenceBand[] = [];
+  for (let k = 0; k < CONFIDENCE_BANDS.length; k++) {
+    const n = days[k]!;
+    bands.push({ from: CONFIDENCE_BANDS[k]![0], to: CONFIDENCE_BANDS[k]![1], days: n, hit_rate: n > 0 ? hits[k]! / n : null });
+  }
+  return bands;
 }
 
 /** The metrics of one asset (or the pool) over a window. */

@@ -84,6 +84,8 @@ export function bodyErrorMessage(code: string | undefined, contentType: string |
  * fastify-type-provider-zod's validator, except that a missing body is no body for a body
  * schema that allows none (`POST /api/v1/keys/create`, README): Fastify hands a request
  * without body and Content-Type to the body validator as null, which such a schema refuses.
+ * A JSON body `null` is then no body too (the key gets the default name); routes whose body
+ * schema needs a body are unchanged.
  */
 const bodyOptionalAware: typeof validatorCompiler = (route) => {
   const validate = validatorCompiler(route);
@@ -227,10 +229,10 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       const message = `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
-    // A plugin's 403/404 (@fastify/static refuses a path that leaves its folder, e.g.
-    // /app/static/../../package.json, with 403 FST_STATIC_FORBIDDEN_PATH "Forbidden"): no such
-    // route, as for any other path. Fastify's own errors (FST_ERR_*) keep their handling below.
-    if ((err.statusCode === 403 || err.statusCode === 404) && !err.code?.startsWith('FST_ERR_')) return notFound(req, reply);
+    // @fastify/static refuses a path that leaves its folder (e.g.
+    // /app/static/../../package.json) with 403 FST_STATIC_FORBIDDEN_PATH "Forbidden": no such
+    // route, as for any other path.
+    if (err.code === 'FST_STATIC_FORBIDDEN_PATH') return notFound(req, reply);
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       // Fastify's own client errors (malformed JSON, wrong content type, body too large): 400
       // INVALID_PARAMETER like every malformed value (docs/architecture.md, errors), with a

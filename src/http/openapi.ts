@@ -243,7 +243,7 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   RATE_LIMITED: {
     name: 'RateLimited',
     description:
-      "RATE_LIMITED: the tier's per-minute or per-day quota is used up; retry after `Retry-After` seconds (`error.details` has the window, the limit, the reset time and `scope`: `key`, `jwt` or `address` for the caller's own quota, `account` for the account ceiling of all the user's keys together)",
+      "RATE_LIMITED: the tier's per-minute or per-day quota, or the client address's budget of 20 failed authentications per minute, is used up; retry after `Retry-After` seconds (`error.details` has the window, the limit, the reset time and `scope`: `key`, `jwt` or `address` for the caller's own quota, `account` for the account ceiling of all the user's keys together, `address` for the failed-authentication budget)",
     headers: ['Retry-After'],
   },
   INTERNAL_ERROR: {

@@ -43,7 +43,8 @@ const TOOL_SERIES: Record<string, readonly StatusData['series'][number]['kind'][
 
 /**
  * A request schema that answers JSON-RPC -32602 Invalid params, with one sentence naming the
- * field, when `params` does not fit `schema`'s. The SDK (1.32) parses a request before its
+ * field, when `params` (absent, or an object: the SDK's transport refuses any other JSON-RPC
+ * message before this) does not fit `schema`'s. The SDK (1.32) parses a request before its
  * handler and lets the parse error through as -32603 Internal error with the raw validation
  * issues as the message (modelcontextprotocol/typescript-sdk issue 2284); an error thrown by
  * the parse with a numeric `code` is answered with that code and message instead.

@@ -235,9 +235,9 @@ interface Deferred {
 }
 
 /**
- * Whose count ran out, in a tier-quota 429's `details.scope`: the API key's, the signed-in
- * user's (JWT), the client address's (no key), or the account ceiling (all of a user's keys
- * and JWT requests together).
+ * Whose count ran out, in a 429's `details.scope`: the API key's, the signed-in user's (JWT),
+ * the client address's (no key, or its budget of failed authentications), or the account
+ * ceiling (all of a user's keys and JWT requests together).
  */
 export type QuotaScope = 'key' | 'jwt' | 'address' | 'account';
 

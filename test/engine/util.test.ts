@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isoFormatter } from '../../src/engine/util.ts';
+import { dayNumber, isoFormatter } from '../../src/engine/util.ts';
 
 test('isoFormatter: the text of Date.prototype.toISOString for every instant, including repeats and going back', () => {
   const f = isoFormatter();
@@ -11,4 +11,17 @@ test('isoFormatter: the text of Date.prototype.toISOString for every instant, in
   assert.equal(g(5), '1970-01-01T00:00:00.005Z');
   assert.equal(f(1_700_000_000_001), '2023-11-14T22:13:20.001Z');
   assert.equal(g(5), '1970-01-01T00:00:00.005Z');
+});
+
+test('dayNumber: days since 1970-01-01; a malformed day and a day that does not exist are refused, each saying which', () => {
+  assert.equal(dayNumber('1970-01-01'), 0);
+  assert.equal(dayNumber('2024-02-29'), Date.UTC(2024, 1, 29) / 86_400_000);
+  assert.equal(dayNumber('1900-03-01') - dayNumber('1900-02-28'), 1, '1900 is not a leap year');
+  for (const bad of ['2024-1-01', '2024/01/01', '20x4-01-01', '2024-01-0a'])
+    assert.throws(() => dayNumber(bad), { name: 'RangeError', message: `invalid day '${bad}' (expected YYYY-MM-DD)` });
+  for (const missing of ['2025-02-30', '2023-02-29', '2024-13-01', '2024-04-31', '2024-00-10', '2024-01-00'])
+    assert.throws(() => dayNumber(missing), {
+      name: 'RangeError',
+      message: `invalid day '${missing}': no such calendar date (expected an existing day, YYYY-MM-DD)`,
+    });
 });

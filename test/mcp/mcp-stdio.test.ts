@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ROOT_DIR } from '../../src/config.ts';
 import { createService, type Service } from '../../src/server.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
@@ -77,6 +77,16 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
         })) as CallToolResult,
       ),
       'UNAUTHORIZED',
+    );
+    // Malformed params: -32602 naming the field, as over HTTP (not the SDK's -32603).
+    await assert.rejects(
+      client.request({ method: 'tools/call', params: { name: 'get_signals', arguments: 'nope' } as never }, CallToolResultSchema, SLOW),
+      (e: unknown) => {
+        assert.ok(e instanceof McpError);
+        assert.equal(e.code, ErrorCode.InvalidParams);
+        assert.match(e.message, /Invalid tools\/call params: 'params\.arguments': /);
+        return true;
+      },
     );
   });
 });
