@@ -360,12 +360,7 @@ export function confidenceTable(rows: readonly { level: SignalLevel; confidence:
     const bull = r.level === 'buy' || r.level === 'strong_buy';
     if (bull ? r.ret > 0 : r.ret < 0) hits[k]!++;
   }
-  const bands: ConfidenceBand[] = [];
-  for (let k = 0; k < CONFIDENCE_BANDS.length; k++) {
-    const n = days[k]!;
-    bands.push({ from: CONFIDENCE_BANDS[k]![0], to: CONFIDENCE_BANDS[k]![1], days: n, hit_rate: n > 0 ? hits[k]! / n : null });
-  }
-  return bands;
+  return CONFIDENCE_BANDS.map(([from, to], k) => ({ from, to, days: days[k]!, hit_rate: days[k]! > 0 ? hits[k]! / days[k]! : null }));
 }
 
 /** The metrics of one asset (or the pool) over a window. */

@@ -153,7 +153,6 @@ export interface BacktestWindow {
 export function backtestWindow(data: MarketData, from: string, to: string, toGiven = true): BacktestWindow {
   checkDay(from, '--from');
   checkDay(to, '--to');
-  if (from > to && toGiven) throw new RangeError(`--from (${from}) is after --to (${to})`);
   let dataFrom: string | undefined;
   let dataTo: string | undefined;
   for (const a of data.assets) {
@@ -165,7 +164,11 @@ export function backtestWindow(data: MarketData, from: string, to: string, toGiv
   if (dataFrom === undefined || dataTo === undefined) throw new RangeError('the data holds no prices: there is nothing to evaluate');
   const covers = `the data covers ${dataFrom} to ${dataTo}`;
   if (from > to)
-    throw new RangeError(`--from (${from}) is after the as-of day ${to}, the default --to: ${covers}; choose --from within it`);
+    throw new RangeError(
+      toGiven
+        ? `--from (${from}) is after --to (${to})`
+        : `--from (${from}) is after the as-of day ${to}, the default --to: ${covers}; choose --from within it`,
+    );
   const w = {
     from: from < dataFrom ? dataFrom : from,
     to: to > dataTo ? dataTo : to,
