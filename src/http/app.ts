@@ -222,11 +222,12 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     if (err.validation) {
       const where = LOCATION[err.validationContext ?? ''] ?? 'parameter';
       const first = err.validation[0];
+      const params = first?.params as { missingProperty?: string; keys?: string[] } | undefined;
+      // An undeclared key (closedObject): its message names it and the accepted ones.
+      const unknown = first?.keyword === 'unrecognized_keys';
       const field =
-        first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') ||
-        (first?.params as { missingProperty?: string } | undefined)?.missingProperty ||
-        '';
-      const message = `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
+        (unknown ? params?.keys?.[0] : first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') || params?.missingProperty) ?? '';
+      const message = unknown ? first.message! : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
     // @fastify/static refuses a path that leaves its folder (e.g.

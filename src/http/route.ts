@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
 import type { Operation, Served, Services } from '../services/operation.ts';
+import { closedObject } from '../services/schemas/common.ts';
 import { applyCaching } from './caching.ts';
 import { ErrorEnvelopeSchema, sendOk, type AsOf } from './envelope.ts';
 import { successEnvelope } from './openapi.ts';
@@ -21,6 +22,7 @@ export interface RouteSpec {
   /** Path under /api/v1, Fastify syntax (`/signals/:asset`). */
   url: string;
   params?: z.ZodObject;
+  /** The query parameters; any other is refused (400 naming it and the accepted ones). */
   querystring?: z.ZodObject;
   body?: z.ZodType;
   /** Maps the parsed request to the operation's input (default: params, query and body merged). */
@@ -67,6 +69,8 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
     if (applyCaching(req, reply, op, out, asOf, services.market.mode === 'live')) return reply;
     return sendOk(req, reply, out.json, out.cached, asOf, status);
   };
+  // Undeclared query parameters are refused, not ignored (closedObject).
+  const querystring = closedObject(spec.querystring?.shape ?? {}, 'query parameter');
   const toInput = spec.input ?? ((r: RouteParts) => ({ ...r.params, ...r.query, ...(r.body as object | undefined) }));
   app.withTypeProvider<ZodTypeProvider>().route({
     method: spec.method,
@@ -80,7 +84,7 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
       description: op.description,
       security: securityOf(op.policy),
       ...(spec.params ? { params: spec.params } : {}),
-      ...(spec.querystring ? { querystring: spec.querystring } : {}),
+      querystring,
       ...(spec.body ? { body: spec.body } : {}),
       response,
     },

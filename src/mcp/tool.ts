@@ -4,6 +4,7 @@ import { type ErrorCode, ServiceError, loggableError, unexpectedError } from '..
 import type { LimitDecision } from '../rate-limit/limiter.ts';
 import type { Access, Caller } from '../services/access.ts';
 import type { Operation, Services } from '../services/operation.ts';
+import { closedObject } from '../services/schemas/common.ts';
 
 /** The names of the six MCP tools (README, "MCP"). */
 export const TOOL_NAMES = [
@@ -40,9 +41,13 @@ export interface ToolDefinition<A extends z.ZodObject = z.ZodObject, D = unknown
   summary(data: D): string;
 }
 
-/** Declares a tool (identity function that keeps the argument and data types). */
+/**
+ * Declares a tool, keeping the argument and data types. Its arguments refuse undeclared keys
+ * (closedObject: an `as_of` the tool does not take is an error naming the accepted arguments,
+ * not ignored); `tools/list` shows that as `additionalProperties: false`.
+ */
 export function defineTool<A extends z.ZodObject, D>(t: ToolDefinition<A, D>): ToolDefinition<A, D> {
-  return t;
+  return { ...t, input: closedObject(t.input.shape, 'argument') as unknown as A };
 }
 
 /** The `tools/list` entry of a tool: JSON Schemas converted once (draft-7, as the SDK does). */
@@ -91,6 +96,8 @@ export interface ToolContext {
 /** `Invalid argument 'days': Too small: ...`, naming the first bad field. */
 function invalidArguments(err: z.ZodError): ServiceError {
   const first = err.issues[0];
+  // An undeclared argument (closedObject): the message names it and the accepted ones.
+  if (first?.code === 'unrecognized_keys') return new ServiceError('INVALID_PARAMETER', first.message, { field: first.keys[0] });
   const field = first?.path.join('.') ?? '';
   return new ServiceError(
     'INVALID_PARAMETER',

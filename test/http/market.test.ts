@@ -177,6 +177,25 @@ describe('signals', { skip: SKIP }, () => {
         expectError(await get('/api/v1/signals/eth?include_factors=maybe'), 400, 'INVALID_PARAMETER');
       });
     });
+
+    test('an undeclared query parameter is 400 naming it and the accepted ones, not ignored (as_of would look honoured)', async () => {
+      const cases: [string, string, RegExp][] = [
+        ['/api/v1/signals/btc?as_of=2024-01-01', 'as_of', /^Unknown query parameter 'as_of'; accepted: include_factors$/],
+        ['/api/v1/signals?include_factor=true', 'include_factor', /^Unknown query parameter 'include_factor'; accepted: include_factors$/],
+        ['/api/v1/signal-history/btc?from=2024-01-01&days=30', 'from', /^Unknown query parameter 'from'; accepted: days, limit$/],
+        ['/api/v1/prices/btc?from=1&to=2', 'from', /^Unknown query parameters 'from', 'to'; accepted: days$/],
+        ['/api/v1/regime?date=2024-01-01', 'date', /^Unknown query parameter 'date'; this takes no query parameters$/],
+      ];
+      for (const [url, field, message] of cases) {
+        const r = await get(url);
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.match(r.body.error.message, message, url);
+        assert.deepEqual(r.body.error.details, { location: 'querystring', field }, url);
+      }
+      // The declared ones still work, and a bare '?' is no parameter.
+      assert.equal((await get('/api/v1/signal-history/btc?days=30&limit=5')).status, 200);
+      assert.equal((await get('/api/v1/regime?')).status, 200);
+    });
   });
 
   describe('security', () => {

@@ -190,6 +190,15 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       toolError((await c.callTool({ name: 'get_signals', arguments: { include_factors: 'maybe' } })) as CallToolResult).code,
       'INVALID_PARAMETER',
     );
+    // An argument the tool does not take is refused, naming it and the accepted ones (not ignored).
+    const unknown = toolError((await c.callTool({ name: 'get_signals', arguments: { as_of: '2024-01-01' } })) as CallToolResult);
+    assert.equal(unknown.code, 'INVALID_PARAMETER');
+    assert.equal(unknown.message, "Unknown argument 'as_of'; accepted: asset, include_factors");
+    assert.deepEqual(unknown.details, { field: 'as_of' });
+    const none = toolError((await c.callTool({ name: 'get_market_regime', arguments: { date: 'today' } })) as CallToolResult);
+    assert.equal(none.message, "Unknown argument 'date'; this takes no arguments");
+    const listed = (await c.listTools()).tools.find((t) => t.name === 'get_signals')!;
+    assert.equal((listed.inputSchema as { additionalProperties?: unknown }).additionalProperties, false);
     await c.close();
   });
 

@@ -20,6 +20,25 @@ export function safeText(min: number, max: number) {
   );
 }
 
+/**
+ * An object schema that refuses the keys it does not declare, naming them and the accepted
+ * ones: `Unknown query parameter 'as_of'; accepted: include_factors`. Used for every REST
+ * query string and MCP tool's arguments (src/http/route.ts, src/mcp/tool.ts): an unknown key
+ * (a misspelt `include_factor`, an unsupported `as_of` or `from`) would otherwise be ignored,
+ * and the answer would look like one to the question asked.
+ * @param what what the keys are to the caller: 'query parameter' (REST), 'argument' (MCP).
+ */
+export function closedObject<S extends z.ZodRawShape>(shape: S, what: string) {
+  const names = Object.keys(shape);
+  const accepted = names.length > 0 ? `accepted: ${names.join(', ')}` : `this takes no ${what}s`;
+  return z.strictObject(shape, {
+    error: (iss) =>
+      iss.code === 'unrecognized_keys'
+        ? `Unknown ${what}${iss.keys.length > 1 ? 's' : ''} ${iss.keys.map((k) => `'${k}'`).join(', ')}; ${accepted}`
+        : undefined,
+  });
+}
+
 /** A UTC calendar day, YYYY-MM-DD. */
 export const Day = z
   .string()
