@@ -3,7 +3,7 @@ import { ASSETS } from '../providers/assets.ts';
 import { cut, findGaps } from '../providers/dataset/dataset.ts';
 import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
 import type { MarketCache } from '../store/market-cache.ts';
-import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
+import { seriesId, type MarketRepo, type SeriesState, type StoredMarket } from '../store/market-repo.ts';
 import { isoTimestamp } from '../store/timestamps.ts';
 
 /** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
@@ -103,11 +103,15 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
   if (day > latest) throw new AsOfOutOfRangeError(`AS_OF ${day} is after the newest day of the data (${latest}); use ${latest} or earlier`);
 
   const states = new Map(stored.series.map((s) => [s.series, s]));
+  /** Each series' newest day on or before the as-of day (GET /status must not show later data). */
+  const newest = new Map<string, string | null>();
+  const seen = (series: string, rows: readonly { date: string }[]) => newest.set(series, rows.at(-1)?.date ?? null);
   const gaps: DataGap[] = [];
   const candles = new Map<string, Candle[]>();
   const priceSources = new Map<string, string>();
   for (const [asset, rows] of stored.candles) {
     const visible = cut(rows, day);
+    seen(seriesId('candles', asset), visible);
     candles.set(
       asset,
       visible.map(({ source: _s, ...c }) => c),
@@ -121,6 +125,7 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     );
   }
   const fg = cut(stored.fearGreed, day);
+  seen(seriesId('fear_greed', null), fg);
   gaps.push(
     ...findGaps(
       'fear_greed',
@@ -131,6 +136,7 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
   const fundingSources = new Map<string, string>();
   for (const [asset, rows] of stored.funding) {
     const visible = cut(rows, day);
+    seen(seriesId('funding', asset), visible);
     if (!visible.length) continue;
     funding.set(
       asset,
@@ -149,6 +155,7 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     if (s.kind !== 'metric' || !s.subject || !s.metric) continue;
     const chain = s.subject as ChainId;
     const rows = cut(stored.metrics.get(chain)?.get(s.metric) ?? [], day);
+    seen(s.series, rows);
     let rec = chains.get(chain);
     if (!rec) chains.set(chain, (rec = {}));
     rec[s.metric] = { points: rows.map((p) => ({ date: p.date, value: p.value })), source: rows.length ? sourceSegments(rows) : s.source };
@@ -165,6 +172,10 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     fundingSources,
     chains,
     gaps,
-    series: stored.series.map(toFreshness),
+    // Freshness as of the as-of day: a series' newest day is its newest on or before it.
+    series: stored.series.map((s) => {
+      const f = toFreshness(s);
+      return newest.has(s.series) ? { ...f, newest_date: newest.get(s.series)! } : f;
+    }),
   };
 }

@@ -50,6 +50,15 @@ async function checkStore(db: Database): Promise<void> {
   await assert.rejects(new StoredMarketProvider(repo).load('2001-01-01'), /before the first day of the data \(2018-/);
   const cut = await new StoredMarketProvider(repo).load('2024-03-01');
   assert.equal(cut.candles.get('bitcoin')!.at(-1)!.date, '2024-03-01');
+  // Freshness (GET /status) as of that day: no series shows a newest day after it, and each
+  // shows the newest day it has on or before it (HYPE, listed 2024-12, has none yet).
+  const at = new Map(cut.series.map((s) => [s.series, s.newest_date]));
+  for (const s of cut.series) assert.ok(s.newest_date === null || s.newest_date <= '2024-03-01', `${s.series}: ${s.newest_date}`);
+  assert.equal(at.get('candles:bitcoin'), '2024-03-01');
+  assert.equal(at.get('fear_greed'), cut.fearGreed.at(-1)!.date);
+  assert.equal(at.get('funding:bitcoin'), cut.funding.get('bitcoin')!.at(-1)!.date);
+  assert.equal(at.get('metric:eth:tvl'), cut.chains.get('eth')!.tvl!.points.at(-1)!.date);
+  assert.equal(at.get('candles:hyperliquid'), null);
 }
 
 describe('market-data store', () => {
