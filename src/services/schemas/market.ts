@@ -144,7 +144,18 @@ export const ChainHealthSchema = z.object({
   regime: RegimeLevel,
   sensitivity: z.number(),
   components: z.array(
-    z.object({ metric: z.string(), value: z.number(), z_score: z.number(), weight: z.number(), contribution: z.number(), as_of: Day }),
+    z.object({
+      metric: z.string(),
+      value: z
+        .number()
+        .describe(
+          "The metric's mean over the 7 calendar days ending at `as_of` (at least 4 values): the z-score's input, not the day's value that GET /chain-metrics/{asset} shows (docs/methodology.md, Chain health)",
+        ),
+      z_score: z.number().describe('(value - mean of the 7-day means of the 90 days before) / their sample stdev, clipped to ±3'),
+      weight: z.number(),
+      contribution: z.number().describe('weight × z_score'),
+      as_of: Day.describe("The metric's newest day used"),
+    }),
   ),
   missing_metrics: z.array(z.object({ metric: z.string(), last_date: Day.nullable(), reason: z.string() })),
   window_days: z.number().int(),
@@ -229,7 +240,9 @@ export const SeriesStatusSchema = z.object({
   source: z.string().describe('Where the series comes from (the last source fetched, or the bundled file)'),
   origin: z.enum(['bundled', 'live']).describe('`bundled`: only the bundled dataset so far; `live`: fetched from its upstream'),
   cadence_hours: z.number().int().describe('Expected cadence of new points, hours'),
-  newest_date: Day.nullable().describe('Newest day stored; null when the series has no data (a documented gap)'),
+  newest_date: Day.nullable().describe(
+    'Newest day stored on or before the as-of day (AS_OF hides later days here too); null when the series has no data by then (a documented gap)',
+  ),
   last_success_at: z.string().nullable().describe('Last successful fetch (ISO 8601); null when never fetched'),
   last_error: z.string().nullable().describe('Last failed fetch, kept until the next success'),
   last_error_at: z.string().nullable(),
