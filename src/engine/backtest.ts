@@ -214,7 +214,11 @@ export interface Sample {
   ic: Record<(typeof HORIZONS)[number], { score: number[]; fwd: number[] }>;
   /** Levels, confidences and 30-day forward returns of days with a known 30-day return. */
   fwd30: { level: SignalLevel; confidence: number; ret: number }[];
-  /** Decision days with no candle on the next calendar day (earn nothing). */
+  /**
+   * Days with no candle on the next calendar day although a later candle exists (holes in
+   * the data; they earn nothing). The series' last day, whose next close does not exist yet,
+   * is not a gap (it earns nothing either).
+   */
   gaps: number;
 }
 
@@ -259,7 +263,7 @@ export function buildSample(days: readonly SignalDay[], from: string, to: string
     }
     const next = byDay.get(dn + 1);
     if (next === undefined) {
-      s.gaps++;
+      if (i < days.length - 1) s.gaps++;
       continue;
     }
     const r = days[next]!.close / d.close - 1;
@@ -369,7 +373,7 @@ export interface WindowMetrics {
   to: string;
   /** Decision days in the window (days earning a next-day return). */
   days: number;
-  /** Decision days without a next-day candle (gaps in the data). */
+  /** Days without a next-day candle while later candles exist (holes in the data; see Sample). */
   gaps: number;
   cost_bps: number;
   buy_and_hold: Performance;
@@ -431,13 +435,16 @@ export function sampleMetrics(
 }
 
 /**
- * Metrics of one asset over [from, to].
+ * Metrics of one asset over [from, to]. The result's `from` is the asset's first decision day
+ * when its data starts after `from` (HYPE, listed 2024-12: its figures cover its own days,
+ * not the window's years).
  * @param days the asset's whole signal series (ascending); forward returns may use closes after `to`.
  */
 export function assetMetrics(days: readonly SignalDay[], from: string, to: string, costBps = DEFAULT_COST_BPS): WindowMetrics {
   const s = buildSample(days, from, to, costBps);
   const rv = reversals(s.levels);
-  return sampleMetrics(s, from, to, costBps, { lengths: runLengths(s.levels), ...rv });
+  const first = s.dates[0];
+  return sampleMetrics(s, first !== undefined && first > from ? first : from, to, costBps, { lengths: runLengths(s.levels), ...rv });
 }
 
 /**

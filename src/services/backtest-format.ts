@@ -42,6 +42,13 @@ function header(r: BacktestReport): string {
   return `${r.model_version}, ${mode}, ${r.from} → ${r.to}, ${r.cost_bps} bps per unit of position change`;
 }
 
+/** The sentence naming the assets scored over fewer days than the window (their data starts later), or null. */
+function lateStarts(r: BacktestReport): string | null {
+  const late = r.assets.filter((a) => a.from > r.from);
+  if (late.length === 0) return null;
+  return `Scored from their first decision day (their data starts after ${r.from}): ${late.map((a) => `${a.symbol} from ${a.from} (${a.days} days)`).join(', ')}.`;
+}
+
 /** The terminal table of a report (one row per asset and the pool, then levels, confidence and choices). */
 export function formatTable(r: BacktestReport): string {
   const head = ['asset', ...COLUMNS.map((c) => c[0])];
@@ -49,6 +56,8 @@ export function formatTable(r: BacktestReport): string {
   const widths = head.map((h, k) => Math.max(h.length, ...body.map((b) => b[k]!.length)));
   const line = (cells: string[]) => cells.map((c, k) => (k === 0 ? c.padEnd(widths[k]!) : c.padStart(widths[k]!))).join('  ');
   const out = [header(r), '', line(head), ...body.map(line), ''];
+  const late = lateStarts(r);
+  if (late) out.push(late);
   out.push(`levels (share of asset-days): ${SIGNAL_LEVELS.map((l) => `${l} ${pct(r.pooled.levels[l])}`).join(', ')}`);
   out.push(
     `hit rate of buy/sell days by confidence: ${r.pooled.confidence.map((c) => `[${c.from}, ${c.to}${c.to === 1 ? ']' : ')'} ${pct(c.hit_rate)} (${c.days} d)`).join(', ')}`,
@@ -138,6 +147,8 @@ export function trackRecordMarkdown(r: BacktestReport, meta: { command: string; 
   md.push(`|---|${COLUMNS.map(() => '---:').join('|')}|`);
   for (const [name, m] of rows(r)) md.push(`| ${name} | ${COLUMNS.map((c) => c[1](m)).join(' | ')} |`);
   md.push('');
+  const late = lateStarts(r);
+  if (late) md.push(late, '');
   md.push('## Levels');
   md.push('');
   md.push(`| ${SIGNAL_LEVELS.join(' | ')} |`);

@@ -67,7 +67,7 @@ describe('strategy returns', () => {
   it('a position decided at the close of t earns t -> t+1, minus 10 bps per unit of change', () => {
     const s = buildSample(d, '2024-01-01', '2024-01-05', 10);
     assert.deepEqual(s.dates, ['2024-01-01', '2024-01-02', '2024-01-03', '2024-01-04']);
-    assert.equal(s.gaps, 1, 'the last day has no next close');
+    assert.equal(s.gaps, 0, 'the last day has no next close yet: not a hole in the data');
     const want = {
       bh: [0.1, 99 / 110 - 1, 0, 90 / 99 - 1],
       longFlat: [0.1 - 0.001, 99 / 110 - 1, -0.001, 0],
@@ -87,11 +87,16 @@ describe('strategy returns', () => {
     assert.ok(close(s.longShort[1]!, -0.002));
     assert.ok(close(s.longFlat[1]!, -0.001));
   });
-  it('a missing next day earns nothing and is counted as a gap', () => {
+  it('a missing next day earns nothing and is counted as a gap; the last day is not a gap', () => {
     const d2 = [...days([100, 110], ['buy', 'buy']), { date: '2024-01-04', close: 121, signal: 'buy' as const, score: 0, confidence: 0 }];
     const s = buildSample(d2, '2024-01-01', '2024-01-04', 0);
     assert.deepEqual(s.dates, ['2024-01-01']);
-    assert.equal(s.gaps, 2);
+    assert.equal(s.gaps, 1, '2024-01-02 (no 2024-01-03) is a hole; 2024-01-04 is the end of the data');
+  });
+  it("an asset's metrics start at its first decision day when its data starts after the window", () => {
+    const d = days([100, 110, 121], ['buy', 'buy', 'buy']);
+    assert.equal(assetMetrics(d, '2023-06-01', '2024-01-03', 0).from, '2024-01-01');
+    assert.equal(assetMetrics(d, '2024-01-02', '2024-01-03', 0).from, '2024-01-02');
   });
 });
 

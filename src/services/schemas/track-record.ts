@@ -23,10 +23,15 @@ const Bands = z
 
 /** Metrics of one asset or the pool over a window. */
 export const WindowMetricsSchema = z.object({
-  from: Day,
+  from: Day.describe('First day of the window; for an asset whose data starts later (HYPE), its first decision day'),
   to: Day,
   days: z.number().int().describe('Decision days (days earning a next-day return)'),
-  gaps: z.number().int().describe('Decision days without a next-day candle (data gaps; earn nothing)'),
+  gaps: z
+    .number()
+    .int()
+    .describe(
+      'Days without a next-day candle while later candles exist (holes in the data; they earn nothing); the last day of the data is not one',
+    ),
   cost_bps: z.number(),
   buy_and_hold: z.object(Performance),
   long_flat: Strategy.describe('Long on buy and strong_buy, flat otherwise'),
