@@ -51,7 +51,8 @@ export class ThesisService {
    * Stores a thesis for the user (already validated by ThesisInputSchema).
    * @throws ServiceError INVALID_PARAMETER when the asset is not supported (field `asset`), or
    *   when a condition asks for the chain health score of an asset without a chain (field
-   *   `conditions.N.metric`): it could never be evaluated.
+   *   `conditions.N.metric`), or the funding rate of an asset without a funding-rate source
+   *   (GET /api/v1/assets, `capabilities.funding_rate`): it could never be evaluated.
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
@@ -68,6 +69,14 @@ export class ThesisService {
         'INVALID_PARAMETER',
         `Invalid body field 'conditions.${noChain}.metric': ${a.symbol} has no chain health score (only ${CHAINS.map((c) => c.chain.toUpperCase()).join(', ')} have one); use another metric`,
         { field: `conditions.${noChain}.metric` },
+      );
+    // Likewise a funding-rate condition on an asset no funding source covers (LINK, LTC, ...).
+    const noFunding = this.market.data.funding.has(a.asset) ? -1 : input.conditions.findIndex((c) => c.metric === 'funding_rate');
+    if (noFunding >= 0)
+      throw new ServiceError(
+        'INVALID_PARAMETER',
+        `Invalid body field 'conditions.${noFunding}.metric': ${a.symbol} has no funding-rate source (GET /api/v1/assets lists capabilities.funding_rate per asset); use another metric`,
+        { field: `conditions.${noFunding}.metric` },
       );
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({
       id: c.id ?? randomUUID(),

@@ -160,6 +160,16 @@ describe('theses', { skip: SKIP }, () => {
       ],
       ['target below entry on a long', { ...VALID, target_price: 2900 }, /target_price/],
       [
+        'stop above target on a long without an entry price',
+        { ...VALID, entry_price: null, stop_price: 120000, target_price: 100000 },
+        /stop_price'.*must be below target_price for a long thesis/,
+      ],
+      [
+        'stop below target on a short without an entry price',
+        { ...VALID, direction: 'short', entry_price: null, stop_price: 2000, target_price: 2500 },
+        /stop_price'.*must be above target_price for a short thesis/,
+      ],
+      [
         'target above entry on a short',
         { ...VALID, direction: 'short', entry_price: 3000, stop_price: 3500, target_price: 3100 },
         /target_price/,
@@ -201,6 +211,11 @@ describe('theses', { skip: SKIP }, () => {
           ],
         },
         /conditions\.1\.metric'.*BTC has no chain health score \(only ETH, SOL, HYPE have one\)/,
+      ],
+      [
+        'a funding-rate condition on an asset without a funding source (it could never be evaluated)',
+        { ...VALID, asset: 'link', conditions: [{ metric: 'funding_rate', operator: 'gt', value: 0.001, kind: 'invalidation' }] },
+        /conditions\.0\.metric'.*LINK has no funding-rate source/,
       ],
       [
         'a condition with an unknown kind',

@@ -54,24 +54,18 @@ export const ThesisInputSchema = z
       if (ids.has(c.id)) ctx.addIssue({ code: 'custom', path: ['conditions', i, 'id'], message: `duplicate condition id '${c.id}'` });
       ids.add(c.id);
     });
-    if (t.entry_price != null && t.stop_price != null) {
-      const wrongSide = t.direction === 'long' ? t.stop_price >= t.entry_price : t.stop_price <= t.entry_price;
-      if (wrongSide)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['stop_price'],
-          message: `must be ${t.direction === 'long' ? 'below' : 'above'} entry_price for a ${t.direction} thesis`,
-        });
-    }
-    if (t.entry_price != null && t.target_price != null) {
-      const wrongSide = t.direction === 'long' ? t.target_price <= t.entry_price : t.target_price >= t.entry_price;
-      if (wrongSide)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['target_price'],
-          message: `must be ${t.direction === 'long' ? 'above' : 'below'} entry_price for a ${t.direction} thesis`,
-        });
-    }
+    // Prices have sides: a long's stop below its entry and its target, its target above its
+    // entry (a short the other way round); else a stop and a target could both be hit at once.
+    const long = t.direction === 'long';
+    /** True when both are given and `a` is not below `b` on a long (not above it on a short). */
+    const wrongSide = (a: number | null | undefined, b: number | null | undefined) => a != null && b != null && (long ? a >= b : a <= b);
+    const sides: ['stop_price' | 'target_price', boolean, string][] = [
+      ['stop_price', wrongSide(t.stop_price, t.entry_price), `${long ? 'below' : 'above'} entry_price`],
+      ['target_price', wrongSide(t.entry_price, t.target_price), `${long ? 'above' : 'below'} entry_price`],
+      ['stop_price', wrongSide(t.stop_price, t.target_price), `${long ? 'below' : 'above'} target_price`],
+    ];
+    for (const [field, wrong, side] of sides)
+      if (wrong) ctx.addIssue({ code: 'custom', path: [field], message: `must be ${side} for a ${t.direction} thesis` });
   });
 /** A POST /thesis body as sent (before defaults). */
 export type ThesisInputBody = z.input<typeof ThesisInputSchema>;
