@@ -435,7 +435,7 @@ export function sampleMetrics(
 }
 
 /**
- * Metrics of one asset over [from, to]. The result's `from` is the asset's first decision day
+ * Metrics of one asset over [from, to]. The result's `from` is the asset's first day of data
  * when its data starts after `from` (HYPE, listed 2024-12: its figures cover its own days,
  * not the window's years).
  * @param days the asset's whole signal series (ascending); forward returns may use closes after `to`.
@@ -443,8 +443,11 @@ export function sampleMetrics(
 export function assetMetrics(days: readonly SignalDay[], from: string, to: string, costBps = DEFAULT_COST_BPS): WindowMetrics {
   const s = buildSample(days, from, to, costBps);
   const rv = reversals(s.levels);
-  const first = s.dates[0];
-  return sampleMetrics(s, first !== undefined && first > from ? first : from, to, costBps, { lengths: runLengths(s.levels), ...rv });
+  const first = days.find((d) => d.date >= from)?.date;
+  return sampleMetrics(s, first !== undefined && first > from && first <= to ? first : from, to, costBps, {
+    lengths: runLengths(s.levels),
+    ...rv,
+  });
 }
 
 /**

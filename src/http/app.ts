@@ -223,8 +223,9 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       const where = LOCATION[err.validationContext ?? ''] ?? 'parameter';
       const first = err.validation[0];
       const params = first?.params as { missingProperty?: string; keys?: string[] } | undefined;
-      // An undeclared key (closedObject): its message names it and the accepted ones.
-      const unknown = first?.keyword === 'unrecognized_keys';
+      // An undeclared query parameter (closedObject): its message names it and the accepted
+      // ones. (Strict bodies keep the form below: the path of the object, then zod's message.)
+      const unknown = first?.keyword === 'unrecognized_keys' && err.validationContext === 'querystring';
       const field =
         (unknown ? params?.keys?.[0] : first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') || params?.missingProperty) ?? '';
       const message = unknown ? first.message! : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;

@@ -389,7 +389,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         from: '2020-01-01',
         to: '2025-09-30',
         days: 2099,
-        gaps: 11,
+        gaps: 0,
         cost_bps: 10,
         buy_and_hold: {
           total_return: 97.32593291439875,
@@ -446,7 +446,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
           from: '2020-01-01',
           to: '2025-09-30',
           days: 2099,
-          gaps: 1,
+          gaps: 0,
           cost_bps: 10,
           buy_and_hold: {
             total_return: 14.838259372157438,
@@ -507,9 +507,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: 'c09c4a09-d8da-4ec7-9d66-94d97f0a0f79',
-    key: 'svc_live_j3ZGfJVvvZc7YCSp7JW5aRbP6KhiEFj01nDFSL',
-    prefix: 'svc_live_j3ZG',
+    id: '45bbf337-e176-4025-bd5e-6edb67202d8e',
+    key: 'svc_live_ZxyVY2zM0KOdCIBfg6JZT8cjEHzBS2VC3PcdBU',
+    prefix: 'svc_live_ZxyV',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -517,8 +517,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: 'c09c4a09-d8da-4ec7-9d66-94d97f0a0f79',
-        prefix: 'svc_live_j3ZG',
+        id: '45bbf337-e176-4025-bd5e-6edb67202d8e',
+        prefix: 'svc_live_ZxyV',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -533,7 +533,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
+    id: '0599c830-1281-4815-9b55-55f376f9c635',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -558,7 +558,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
+        id: '0599c830-1281-4815-9b55-55f376f9c635',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -583,7 +583,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
+    id: '0599c830-1281-4815-9b55-55f376f9c635',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -606,7 +606,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
+    thesis_id: '0599c830-1281-4815-9b55-55f376f9c635',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 67.9,
@@ -639,11 +639,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: '295303c3-4c34-48a9-85cd-8ab67b221ad7',
+    id: '0599c830-1281-4815-9b55-55f376f9c635',
     deleted: true,
   },
   revokeKey: {
-    id: 'c09c4a09-d8da-4ec7-9d66-94d97f0a0f79',
+    id: '45bbf337-e176-4025-bd5e-6edb67202d8e',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -731,7 +731,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=22751',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=8148',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

@@ -70,7 +70,7 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
     return sendOk(req, reply, out.json, out.cached, asOf, status);
   };
   // Undeclared query parameters are refused, not ignored (closedObject).
-  const querystring = closedObject(spec.querystring?.shape ?? {}, 'query parameter');
+  const querystring = closedObject(spec.querystring, 'query parameter');
   const toInput = spec.input ?? ((r: RouteParts) => ({ ...r.params, ...r.query, ...(r.body as object | undefined) }));
   app.withTypeProvider<ZodTypeProvider>().route({
     method: spec.method,

@@ -47,7 +47,7 @@ export interface ToolDefinition<A extends z.ZodObject = z.ZodObject, D = unknown
  * not ignored); `tools/list` shows that as `additionalProperties: false`.
  */
 export function defineTool<A extends z.ZodObject, D>(t: ToolDefinition<A, D>): ToolDefinition<A, D> {
-  return { ...t, input: closedObject(t.input.shape, 'argument') as unknown as A };
+  return { ...t, input: closedObject(t.input, 'argument') as unknown as A };
 }
 
 /** The `tools/list` entry of a tool: JSON Schemas converted once (draft-7, as the SDK does). */

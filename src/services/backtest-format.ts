@@ -46,7 +46,7 @@ function header(r: BacktestReport): string {
 function lateStarts(r: BacktestReport): string | null {
   const late = r.assets.filter((a) => a.from > r.from);
   if (late.length === 0) return null;
-  return `Scored from their first decision day (their data starts after ${r.from}): ${late.map((a) => `${a.symbol} from ${a.from} (${a.days} days)`).join(', ')}.`;
+  return `Scored from their first day of data (which is after ${r.from}): ${late.map((a) => `${a.symbol} from ${a.from} (${a.days} days)`).join(', ')}.`;
 }
 
 /** The terminal table of a report (one row per asset and the pool, then levels, confidence and choices). */

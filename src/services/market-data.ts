@@ -172,10 +172,12 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     fundingSources,
     chains,
     gaps,
-    // Freshness as of the as-of day: a series' newest day is its newest on or before it.
+    // With AS_OF, freshness as of that day: a series' newest day is its newest on or before it.
+    // Without (offline newest day, live mode) each series shows its own newest stored day, as
+    // the live ingest's status updates do (a series ahead of the candles is not cut back).
     series: stored.series.map((s) => {
       const f = toFreshness(s);
-      return newest.has(s.series) ? { ...f, newest_date: newest.get(s.series)! } : f;
+      return asOf !== undefined && newest.has(s.series) ? { ...f, newest_date: newest.get(s.series)! } : f;
     }),
   };
 }

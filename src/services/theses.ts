@@ -75,7 +75,7 @@ export class ThesisService {
     if (noFunding >= 0)
       throw new ServiceError(
         'INVALID_PARAMETER',
-        `Invalid body field 'conditions.${noFunding}.metric': ${a.symbol} has no funding-rate source (GET /api/v1/assets lists capabilities.funding_rate per asset); use another metric`,
+        `Invalid body field 'conditions.${noFunding}.metric': ${a.symbol} has no funding-rate data as of ${this.market.asOf} (GET /api/v1/assets lists capabilities.funding_rate per asset); use another metric`,
         { field: `conditions.${noFunding}.metric` },
       );
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({

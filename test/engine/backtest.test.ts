@@ -97,6 +97,9 @@ describe('strategy returns', () => {
     const d = days([100, 110, 121], ['buy', 'buy', 'buy']);
     assert.equal(assetMetrics(d, '2023-06-01', '2024-01-03', 0).from, '2024-01-01');
     assert.equal(assetMetrics(d, '2024-01-02', '2024-01-03', 0).from, '2024-01-02');
+    // Data on the window's first day whose next day is missing: the window still starts there.
+    const holed = days([100, 110, 121, 130], ['buy', 'buy', 'buy', 'buy']).filter((x) => x.date !== '2024-01-02');
+    assert.equal(assetMetrics(holed, '2024-01-01', '2024-01-04', 0).from, '2024-01-01');
   });
 });
 

@@ -215,7 +215,7 @@ describe('theses', { skip: SKIP }, () => {
       [
         'a funding-rate condition on an asset without a funding source (it could never be evaluated)',
         { ...VALID, asset: 'link', conditions: [{ metric: 'funding_rate', operator: 'gt', value: 0.001, kind: 'invalidation' }] },
-        /conditions\.0\.metric'.*LINK has no funding-rate source/,
+        /conditions\.0\.metric'.*LINK has no funding-rate data as of 2025-09-30/,
       ],
       [
         'a condition with an unknown kind',
@@ -234,7 +234,11 @@ describe('theses', { skip: SKIP }, () => {
         /conditions\.1\.id/,
       ],
       ['an unknown extra field', { ...VALID, leverage: 10 }, /leverage/],
-      ['an unknown field in a condition', { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, weight: 2 }] }, /weight/],
+      [
+        'an unknown field in a condition',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, weight: 2 }] },
+        /^Invalid body field 'conditions\.0': Unrecognized key: "weight"$/,
+      ],
       [
         'more than 20 conditions',
         { ...VALID, conditions: Array.from({ length: 21 }, () => ({ metric: 'rsi_14', operator: 'lt', value: 30 })) },

@@ -26,9 +26,15 @@ export function safeText(min: number, max: number) {
  * query string and MCP tool's arguments (src/http/route.ts, src/mcp/tool.ts): an unknown key
  * (a misspelt `include_factor`, an unsupported `as_of` or `from`) would otherwise be ignored,
  * and the answer would look like one to the question asked.
+ * @param schema the object (none: no keys at all); one with object-level checks is refused.
  * @param what what the keys are to the caller: 'query parameter' (REST), 'argument' (MCP).
+ * @throws Error when `schema` has object-level checks (at registration, not per request).
  */
-export function closedObject<S extends z.ZodRawShape>(shape: S, what: string) {
+export function closedObject<S extends z.ZodRawShape>(schema: z.ZodObject<S> | undefined, what: string) {
+  // Rebuilt from the shape: object-level checks (refine, superRefine) would be dropped silently.
+  if (schema?._zod.def.checks?.length)
+    throw new Error(`closedObject: a ${what} schema with object-level checks cannot be closed from its shape`);
+  const shape = schema?.shape ?? ({} as S);
   const names = Object.keys(shape);
   const accepted = names.length > 0 ? `accepted: ${names.join(', ')}` : `this takes no ${what}s`;
   return z.strictObject(shape, {

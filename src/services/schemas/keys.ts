@@ -9,9 +9,11 @@ export const CreateKeyInput = z
   .strict();
 
 /** Body of POST /keys/revoke. */
-export const RevokeKeyInput = z.object({
-  key_id: z.uuid({ error: 'must be a UUID' }).describe('The id of the key to revoke (from GET /keys)'),
-});
+export const RevokeKeyInput = z
+  .object({
+    key_id: z.uuid({ error: 'must be a UUID' }).describe('The id of the key to revoke (from GET /keys)'),
+  })
+  .strict();
 
 /** `data` of POST /keys/create: the full key, shown this once. */
 export const CreatedKeySchema = z.object({

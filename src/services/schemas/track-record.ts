@@ -23,7 +23,7 @@ const Bands = z
 
 /** Metrics of one asset or the pool over a window. */
 export const WindowMetricsSchema = z.object({
-  from: Day.describe('First day of the window; for an asset whose data starts later (HYPE), its first decision day'),
+  from: Day.describe('First day of the window; for an asset whose data starts later (HYPE), its first day of data'),
   to: Day,
   days: z.number().int().describe('Decision days (days earning a next-day return)'),
   gaps: z
