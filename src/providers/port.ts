@@ -11,8 +11,9 @@ export interface MetricSeries {
 /**
  * Identity, provenance and freshness of one market series (docs/live-data.md, "Freshness").
  * `series` is `candles:<asset>`, `fear_greed`, `funding:<asset>` or `metric:<chain>:<metric>`;
- * `newest_date` the newest UTC day held (the store's provider with AS_OF: on or before it); `last_success_at` / `last_error_at` ISO timestamps of
- * the last successful and failed fetch (null for data only imported from the bundled dataset).
+ * `newest_date` the newest UTC day held (the store's provider with AS_OF: on or before it);
+ * `last_success_at` / `last_error_at` ISO timestamps of the last successful and failed fetch
+ * (null for data only imported from the bundled dataset).
  */
 export interface SeriesFreshness {
   series: string;

@@ -3,7 +3,7 @@ import { ASSETS } from '../providers/assets.ts';
 import { cut, findGaps } from '../providers/dataset/dataset.ts';
 import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
 import type { MarketCache } from '../store/market-cache.ts';
-import { seriesId, type MarketRepo, type SeriesState, type StoredMarket } from '../store/market-repo.ts';
+import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
 import { isoTimestamp } from '../store/timestamps.ts';
 
 /** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
@@ -103,15 +103,11 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
   if (day > latest) throw new AsOfOutOfRangeError(`AS_OF ${day} is after the newest day of the data (${latest}); use ${latest} or earlier`);
 
   const states = new Map(stored.series.map((s) => [s.series, s]));
-  /** Each series' newest day on or before the as-of day (GET /status must not show later data). */
-  const newest = new Map<string, string | null>();
-  const seen = (series: string, rows: readonly { date: string }[]) => newest.set(series, rows.at(-1)?.date ?? null);
   const gaps: DataGap[] = [];
   const candles = new Map<string, Candle[]>();
   const priceSources = new Map<string, string>();
   for (const [asset, rows] of stored.candles) {
     const visible = cut(rows, day);
-    seen(seriesId('candles', asset), visible);
     candles.set(
       asset,
       visible.map(({ source: _s, ...c }) => c),
@@ -125,7 +121,6 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     );
   }
   const fg = cut(stored.fearGreed, day);
-  seen(seriesId('fear_greed', null), fg);
   gaps.push(
     ...findGaps(
       'fear_greed',
@@ -136,7 +131,6 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
   const fundingSources = new Map<string, string>();
   for (const [asset, rows] of stored.funding) {
     const visible = cut(rows, day);
-    seen(seriesId('funding', asset), visible);
     if (!visible.length) continue;
     funding.set(
       asset,
@@ -155,11 +149,24 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     if (s.kind !== 'metric' || !s.subject || !s.metric) continue;
     const chain = s.subject as ChainId;
     const rows = cut(stored.metrics.get(chain)?.get(s.metric) ?? [], day);
-    seen(s.series, rows);
     let rec = chains.get(chain);
     if (!rec) chains.set(chain, (rec = {}));
     rec[s.metric] = { points: rows.map((p) => ({ date: p.date, value: p.value })), source: rows.length ? sourceSegments(rows) : s.source };
   }
+  /** A series' newest day on or before the as-of day, read from the cut data above. */
+  const newestVisible = (s: SeriesState): string | null => {
+    const last = (rows: readonly { date: string }[] | undefined) => rows?.at(-1)?.date ?? null;
+    switch (s.kind) {
+      case 'candles':
+        return last(candles.get(s.subject!));
+      case 'fear_greed':
+        return last(fg);
+      case 'funding':
+        return last(funding.get(s.subject!));
+      case 'metric':
+        return last(chains.get(s.subject as ChainId)?.[s.metric!]?.points);
+    }
+  };
   return {
     asOf: day,
     latestDate: latest,
@@ -175,9 +182,6 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     // With AS_OF, freshness as of that day: a series' newest day is its newest on or before it.
     // Without (offline newest day, live mode) each series shows its own newest stored day, as
     // the live ingest's status updates do (a series ahead of the candles is not cut back).
-    series: stored.series.map((s) => {
-      const f = toFreshness(s);
-      return asOf !== undefined && newest.has(s.series) ? { ...f, newest_date: newest.get(s.series)! } : f;
-    }),
+    series: stored.series.map((s) => (asOf === undefined ? toFreshness(s) : { ...toFreshness(s), newest_date: newestVisible(s) })),
   };
 }

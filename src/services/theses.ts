@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import { evaluateThesis, type ThesisCondition, type ThesisSnapshot } from '../engine/thesis.ts';
+import { evaluateThesis, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
 import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../errors.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
@@ -62,22 +62,27 @@ export class ThesisService {
         `Invalid body field 'asset': asset '${input.asset}' is not supported (see GET /api/v1/assets)`,
         { field: 'asset' },
       );
-    // A chain-health condition on an asset without a chain could never be evaluated.
-    const noChain = a.chain === null ? input.conditions.findIndex((c) => c.metric === 'chain_health_score') : -1;
-    if (noChain >= 0)
-      throw new ServiceError(
-        'INVALID_PARAMETER',
-        `Invalid body field 'conditions.${noChain}.metric': ${a.symbol} has no chain health score (only ${CHAINS.map((c) => c.chain.toUpperCase()).join(', ')} have one); use another metric`,
-        { field: `conditions.${noChain}.metric` },
-      );
-    // Likewise a funding-rate condition on an asset no funding source covers (LINK, LTC, ...).
-    const noFunding = this.market.data.funding.has(a.asset) ? -1 : input.conditions.findIndex((c) => c.metric === 'funding_rate');
-    if (noFunding >= 0)
-      throw new ServiceError(
-        'INVALID_PARAMETER',
-        `Invalid body field 'conditions.${noFunding}.metric': ${a.symbol} has no funding-rate data as of ${this.market.asOf} (GET /api/v1/assets lists capabilities.funding_rate per asset); use another metric`,
-        { field: `conditions.${noFunding}.metric` },
-      );
+    // A condition on a metric the asset does not have could never be evaluated: a chain
+    // health score without a chain, a funding rate without funding data.
+    const lacking: [ThesisMetric, boolean, string][] = [
+      [
+        'chain_health_score',
+        a.chain !== null,
+        `has no chain health score (only ${CHAINS.map((c) => c.chain.toUpperCase()).join(', ')} have one)`,
+      ],
+      [
+        'funding_rate',
+        this.market.data.funding.has(a.asset),
+        `has no funding-rate data as of ${this.market.asOf} (GET /api/v1/assets lists capabilities.funding_rate per asset)`,
+      ],
+    ];
+    for (const [metric, available, why] of lacking) {
+      const i = available ? -1 : input.conditions.findIndex((c) => c.metric === metric);
+      if (i >= 0)
+        throw new ServiceError('INVALID_PARAMETER', `Invalid body field 'conditions.${i}.metric': ${a.symbol} ${why}; use another metric`, {
+          field: `conditions.${i}.metric`,
+        });
+    }
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({
       id: c.id ?? randomUUID(),
       metric: c.metric,
