@@ -24,7 +24,11 @@ function shorten(v: unknown, key = '', cut = true): unknown {
   if (v && typeof v === 'object') {
     let entries = Object.entries(v);
     if (cut && key === 'metrics') entries = entries.slice(0, 2);
-    return Object.fromEntries(entries.map(([k, x]) => [k, shorten(x, k, cut)]));
+    const out = Object.fromEntries(entries.map(([k, x]) => [k, shorten(x, k, cut)]));
+    // A thesis horizon ends `days` after the (fixed) created_at, as the service computes it.
+    if (key === 'horizon' && typeof out.days === 'number')
+      out.ends_at = new Date(Date.parse(FIXED_TIME) + out.days * 86_400_000).toISOString();
+    return out;
   }
   return v;
 }

@@ -286,3 +286,37 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
     target_hit: targetHit,
   };
 }
+
+/** Where a thesis stands against its horizon (`horizon` of GET /thesis/{id}/health). */
+export interface ThesisHorizon {
+  /** The thesis's `horizon_days`. */
+  days: number;
+  /** `created_at` plus `days` × 24 h, ISO 8601 UTC. */
+  ends_at: string;
+  /** Whole days from the evaluation to `ends_at`, rounded up; 0 once it has passed. */
+  days_left: number;
+  /** True once the evaluation is at or after `ends_at`: the thesis has had its time. */
+  passed: boolean;
+}
+
+/**
+ * The thesis's horizon against the wall clock: it starts when the thesis was created and
+ * runs `horizonDays` days of 24 h (docs/methodology.md, "Thesis health"). Wall-clock time,
+ * not the market data's as-of day, because the horizon is the owner's own deadline. It is
+ * reported beside the health and changes neither `health_score` nor `action_required`.
+ * @param createdAt when the thesis was stored
+ * @param horizonDays the thesis's `horizon_days` (1..3650), or null when it has none
+ * @param now the evaluation's time
+ * @returns null when the thesis has no horizon
+ */
+export function thesisHorizon(createdAt: Date, horizonDays: number | null, now: Date): ThesisHorizon | null {
+  if (horizonDays === null) return null;
+  const endsMs = createdAt.getTime() + horizonDays * 86_400_000;
+  const leftMs = endsMs - now.getTime();
+  return {
+    days: horizonDays,
+    ends_at: new Date(endsMs).toISOString(),
+    days_left: leftMs > 0 ? Math.ceil(leftMs / 86_400_000) : 0,
+    passed: leftMs <= 0,
+  };
+}

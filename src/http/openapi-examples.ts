@@ -507,9 +507,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: '45bbf337-e176-4025-bd5e-6edb67202d8e',
-    key: 'svc_live_ZxyVY2zM0KOdCIBfg6JZT8cjEHzBS2VC3PcdBU',
-    prefix: 'svc_live_ZxyV',
+    id: 'a2e9f3cd-4411-45ba-a79e-bf1cadc4c35f',
+    key: 'svc_live_YzPbYIt42tyq0PobKEhGLJtcHDh7pxYi1Li64W',
+    prefix: 'svc_live_YzPb',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -517,8 +517,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '45bbf337-e176-4025-bd5e-6edb67202d8e',
-        prefix: 'svc_live_ZxyV',
+        id: 'a2e9f3cd-4411-45ba-a79e-bf1cadc4c35f',
+        prefix: 'svc_live_YzPb',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -533,7 +533,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: '0599c830-1281-4815-9b55-55f376f9c635',
+    id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -558,7 +558,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '0599c830-1281-4815-9b55-55f376f9c635',
+        id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -583,7 +583,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: '0599c830-1281-4815-9b55-55f376f9c635',
+    id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -606,7 +606,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '0599c830-1281-4815-9b55-55f376f9c635',
+    thesis_id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 67.9,
@@ -624,6 +624,12 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
     stop_hit: false,
     target_hit: false,
+    horizon: {
+      days: 90,
+      ends_at: '2025-12-29T12:00:00.000Z',
+      days_left: 90,
+      passed: false,
+    },
     current: {
       price_usd: 114048.93,
       change_7d_pct: 1.8305,
@@ -639,11 +645,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: '0599c830-1281-4815-9b55-55f376f9c635',
+    id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
     deleted: true,
   },
   revokeKey: {
-    id: '45bbf337-e176-4025-bd5e-6edb67202d8e',
+    id: 'a2e9f3cd-4411-45ba-a79e-bf1cadc4c35f',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -731,7 +737,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=8148',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=3452',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

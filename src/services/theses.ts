@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import { evaluateThesis, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
+import { evaluateThesis, thesisHorizon, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
 import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../errors.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
@@ -170,6 +170,7 @@ export class ThesisService {
    */
   async health(userId: string, id: string): Promise<ThesisHealthData> {
     const t = await this.get(userId, id);
+    const now = new Date();
     const { snapshot, as_of } = this.snapshot(t.asset);
     const h = evaluateThesis(
       {
@@ -193,8 +194,9 @@ export class ThesisService {
       components: h.components,
       stop_hit: h.stop_hit,
       target_hit: h.target_hit,
+      horizon: thesisHorizon(new Date(t.created_at), t.horizon_days, now),
       current: snapshot,
-      evaluated_at: new Date().toISOString(),
+      evaluated_at: now.toISOString(),
       as_of,
     };
   }

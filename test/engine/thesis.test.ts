@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { evaluateThesis, THESIS_METRICS, THESIS_OPERATORS, type ThesisCondition, type ThesisSnapshot } from '../../src/engine/thesis.ts';
+import {
+  evaluateThesis,
+  thesisHorizon,
+  THESIS_METRICS,
+  THESIS_OPERATORS,
+  type ThesisCondition,
+  type ThesisSnapshot,
+} from '../../src/engine/thesis.ts';
 
 const snap: ThesisSnapshot = {
   price_usd: 110,
@@ -157,5 +164,30 @@ describe('evaluateThesis', () => {
     assert.equal(h.health_score, null);
     assert.equal(h.status, 'at_risk');
     assert.equal(h.action_required, true);
+  });
+});
+
+describe('thesisHorizon', () => {
+  const created = new Date('2026-01-10T12:00:00.000Z');
+  it('is null without a horizon', () => {
+    assert.equal(thesisHorizon(created, null, new Date('2026-01-11T00:00:00Z')), null);
+  });
+  it('counts whole days left, rounded up, from the wall clock', () => {
+    assert.deepEqual(thesisHorizon(created, 30, new Date('2026-01-10T12:00:00.000Z')), {
+      days: 30,
+      ends_at: '2026-02-09T12:00:00.000Z',
+      days_left: 30,
+      passed: false,
+    });
+    // One hour before the end: still one (partial) day left.
+    assert.deepEqual(thesisHorizon(created, 30, new Date('2026-02-09T11:00:00.000Z'))?.days_left, 1);
+    assert.equal(thesisHorizon(created, 30, new Date('2026-02-09T11:00:00.000Z'))?.passed, false);
+  });
+  it('has passed at and after its end, with 0 days left', () => {
+    for (const now of ['2026-02-09T12:00:00.000Z', '2026-06-01T00:00:00.000Z']) {
+      const h = thesisHorizon(created, 30, new Date(now));
+      assert.equal(h?.passed, true, now);
+      assert.equal(h?.days_left, 0, now);
+    }
   });
 });

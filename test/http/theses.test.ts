@@ -121,6 +121,16 @@ describe('theses', { skip: SKIP }, () => {
       assert.equal(health.asset, 'ethereum');
       assert.equal(health.as_of, '2025-09-30');
       assert.equal(typeof health.current.price_usd, 'number');
+      // The 90-day horizon runs from created_at on the wall clock, not from the data's as_of.
+      assert.deepEqual(health.horizon, {
+        days: 90,
+        ends_at: new Date(Date.parse(t.created_at) + 90 * 86_400_000).toISOString(),
+        days_left: 90,
+        passed: false,
+      });
+      const none = (await create({ ...VALID, horizon_days: null })).body.data;
+      const noHorizon = (await h.request('GET', `/api/v1/thesis/${none.id}/health`, { token: owner.key })).body.data;
+      assert.equal(noHorizon.horizon, null);
     });
 
     test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {

@@ -134,6 +134,7 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     await page.fill('#t-entry', '100000');
     await page.fill('#t-stop', '90000');
     await page.fill('#t-target', '130000');
+    await page.fill('#t-horizon', '30');
     await page.click('#add-condition');
     const cond = page.locator('#conditions .cond').first();
     await cond.locator('.c-metric').selectOption('price_usd');
@@ -149,6 +150,38 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.match(text, /Health: .*\(invalidated\)/);
     assert.match((await thesis.locator('.triggered').textContent()) ?? '', /invalidation price_usd > 1 \(now [\d,.]+\)/);
     assert.equal(await thesis.getAttribute('class'), 'thesis action');
+    // The 30-day horizon, counted from now (the wall clock), not from the data's as-of day.
+    const ends = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
+    const horizon = (await thesis.locator('.horizon').textContent()) ?? '';
+    assert.match(horizon, /^Horizon ends (\d{4}-\d{2}-\d{2}) \(30 days left\)$/);
+    assert.ok(Math.abs(Date.parse(horizon.slice(13, 23)) - Date.parse(ends)) <= 86_400_000, horizon);
+    assert.deepEqual(errors, []);
+  });
+
+  test('the thesis form offers only the condition metrics the chosen asset has data for', async () => {
+    await open(page, '/account');
+    await page.selectOption('#t-asset', 'ethereum');
+    await page.click('#add-condition');
+    const metric = page.locator('#conditions .cond').last().locator('.c-metric');
+    const disabled = () => metric.evaluate((s: HTMLSelectElement) => [...s.options].filter((o) => o.disabled).map((o) => o.value));
+    assert.deepEqual(await disabled(), [], 'ETH has funding and chain health');
+    await metric.selectOption('funding_rate');
+    assert.equal(await metric.evaluate((s: HTMLSelectElement) => s.validationMessage), '');
+    // LINK has neither: both options are disabled, and the row left on funding_rate says why.
+    await page.selectOption('#t-asset', 'chainlink');
+    assert.deepEqual(await disabled(), ['funding_rate', 'chain_health_score']);
+    assert.equal(
+      await metric.evaluate((s: HTMLSelectElement) => s.validationMessage),
+      'LINK has no funding-rate data: choose another metric',
+    );
+    const chainHint = await metric.evaluate((s: HTMLSelectElement) => {
+      s.value = 'chain_health_score';
+      s.dispatchEvent(new Event('change'));
+      return s.validationMessage;
+    });
+    assert.equal(chainHint, 'LINK has no chain health score (ETH, SOL, HYPE have one): choose another metric');
+    await metric.selectOption('rsi_14');
+    assert.equal(await metric.evaluate((s: HTMLSelectElement) => s.validationMessage), '');
     assert.deepEqual(errors, []);
   });
 

@@ -120,6 +120,17 @@ export const ThesisHealthSchema = z.object({
     ),
   stop_hit: z.boolean().nullable(),
   target_hit: z.boolean().nullable(),
+  horizon: z
+    .object({
+      days: z.number().int().describe("The thesis's horizon_days"),
+      ends_at: z.string().describe('created_at plus horizon_days × 24 h, ISO 8601 UTC'),
+      days_left: z.number().int().min(0).describe('Whole days from evaluated_at to ends_at, rounded up; 0 once passed'),
+      passed: z.boolean().describe('True once evaluated_at is at or after ends_at'),
+    })
+    .nullable()
+    .describe(
+      "The thesis against its own deadline, on the wall clock (not the data's as_of); null without horizon_days. Changes neither health_score nor action_required",
+    ),
   current: z
     .object({
       price_usd: z.number().nullable(),

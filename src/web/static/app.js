@@ -953,12 +953,39 @@ function keysSection(tierNote) {
   );
 }
 
-function conditionRow(container) {
+/**
+ * The condition metrics an asset has no data for, each with the reason, from its
+ * `capabilities` in GET /assets (the API refuses a condition on them): `{metric: reason}`.
+ */
+function lackingMetrics(asset, assets) {
+  const out = {};
+  if (!asset) return out;
+  if (!asset.capabilities.funding_rate) out.funding_rate = `${asset.symbol} has no funding-rate data`;
+  if (!asset.capabilities.chain_health) {
+    const withChain = assets.filter((a) => a.capabilities.chain_health).map((a) => a.symbol);
+    out.chain_health_score = `${asset.symbol} has no chain health score (${withChain.join(', ')} have one)`;
+  }
+  return out;
+}
+
+/**
+ * Adds one condition row to `container`. `lacking()` gives the selected asset's metrics
+ * without data (`lackingMetrics`): those options are disabled, and a row left on one is
+ * invalid with the reason, so the form says why before the API would. `row.checkMetric()`
+ * re-applies this when the asset changes.
+ */
+function conditionRow(container, lacking = () => ({})) {
   const metric = h(
     'select',
     { 'aria-label': 'Metric', class: 'c-metric' },
     THESIS_METRICS.map((m) => h('option', { value: m, text: m })),
   );
+  const checkMetric = () => {
+    const out = lacking();
+    for (const o of metric.options) o.disabled = o.value in out;
+    metric.setCustomValidity(out[metric.value] ? `${out[metric.value]}: choose another metric` : '');
+  };
+  metric.addEventListener('change', checkMetric);
   const op = h(
     'select',
     { 'aria-label': 'Operator', class: 'c-op' },
@@ -980,6 +1007,8 @@ function conditionRow(container) {
     kind,
     h('button', { type: 'button', class: 'secondary', text: 'Remove', onclick: () => row.remove() }),
   );
+  row.checkMetric = checkMetric;
+  checkMetric();
   container.append(row);
   return row;
 }
@@ -1024,12 +1053,26 @@ function thesesSection(assets) {
       {},
       h('legend', { text: 'Conditions (signal and regime take a level, e.g. sell or bear; the others a number)' }),
       conds,
-      h('button', { type: 'button', class: 'secondary', id: 'add-condition', text: 'Add condition', onclick: () => conditionRow(conds) }),
+      h('button', {
+        type: 'button',
+        class: 'secondary',
+        id: 'add-condition',
+        text: 'Add condition',
+        onclick: () => conditionRow(conds, lacking),
+      }),
     ),
     h('div', { class: 'row' }, h('button', { type: 'submit', text: 'Create thesis' })),
     msg,
   );
   const val = (id) => form.querySelector(`#${id}`).value.trim();
+  const lacking = () =>
+    lackingMetrics(
+      assets.find((a) => a.asset === val('t-asset')),
+      assets,
+    );
+  form.querySelector('#t-asset').addEventListener('change', () => {
+    for (const row of conds.querySelectorAll('.cond')) row.checkMetric();
+  });
   const numOrNull = (id) => (val(id) === '' ? null : Number(val(id)));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -1080,6 +1123,14 @@ function thesesSection(assets) {
             { class: 'small' },
             `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · horizon ${t.horizon_days ?? '—'} d`,
           ),
+          health?.horizon
+            ? h('p', {
+                class: `small horizon${health.horizon.passed ? ' alert' : ''}`,
+                text: health.horizon.passed
+                  ? `Horizon passed on ${health.horizon.ends_at.slice(0, 10)}: review the thesis`
+                  : `Horizon ends ${health.horizon.ends_at.slice(0, 10)} (${health.horizon.days_left} ${health.horizon.days_left === 1 ? 'day' : 'days'} left)`,
+              })
+            : null,
           health
             ? h(
                 'div',
