@@ -107,13 +107,26 @@ function invalidArguments(err: z.ZodError): ServiceError {
 }
 
 /**
+ * The arguments without a lone `random_string` when the tool takes no arguments. Some MCP
+ * clients have sent such a placeholder to argument-less tools, and public MCP servers declare
+ * one for that reason; refusing it would make `get_market_regime` and `get_assets` unusable
+ * from those clients while telling the caller nothing they could change. Any other key, or
+ * `random_string` beside others, is still refused as undeclared.
+ */
+function withoutPlaceholder(tool: ToolDefinition, args: unknown): unknown {
+  if (Object.keys(tool.input.shape).length > 0 || !args || typeof args !== 'object') return args;
+  const keys = Object.keys(args);
+  return keys.length === 1 && keys[0] === 'random_string' ? {} : args;
+}
+
+/**
  * Runs one tools/call: validates the arguments, re-checks the caller where asked, authorizes
  * and meters it with the operation's policy (services/access.ts, as REST does), runs the
  * operation and returns its data as structuredContent plus a text summary. Failures are
  * `isError` results with the REST error code; refused calls consume no quota.
  */
 export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: unknown): Promise<CallToolResult> {
-  const args = tool.input.safeParse(rawArgs ?? {});
+  const args = tool.input.safeParse(withoutPlaceholder(tool, rawArgs ?? {}));
   if (!args.success) return failure(invalidArguments(args.error));
   try {
     const caller = ctx.reauthenticate ? await ctx.reauthenticate() : ctx.caller;

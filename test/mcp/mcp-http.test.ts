@@ -197,6 +197,17 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     assert.deepEqual(unknown.details, { field: 'as_of' });
     const none = toolError((await c.callTool({ name: 'get_market_regime', arguments: { date: 'today' } })) as CallToolResult);
     assert.equal(none.message, "Unknown argument 'date'; this takes no arguments");
+    // A lone placeholder `random_string`, which some clients send to argument-less tools, is
+    // dropped there: the call answers as without it. Beside another key, or on a tool that
+    // takes arguments, it is refused like any undeclared key.
+    const plain = (await c.callTool({ name: 'get_market_regime', arguments: {} })) as CallToolResult;
+    const placeholder = (await c.callTool({ name: 'get_market_regime', arguments: { random_string: 'dummy' } })) as CallToolResult;
+    assert.equal(placeholder.isError, undefined, JSON.stringify(placeholder));
+    assert.deepEqual(placeholder.structuredContent, plain.structuredContent);
+    const both = toolError((await c.callTool({ name: 'get_assets', arguments: { random_string: 'x', date: 'today' } })) as CallToolResult);
+    assert.equal(both.message, "Unknown arguments 'random_string', 'date'; this takes no arguments");
+    const withArgs = toolError((await c.callTool({ name: 'get_signals', arguments: { random_string: 'x' } })) as CallToolResult);
+    assert.equal(withArgs.message, "Unknown argument 'random_string'; accepted: asset, include_factors");
     const listed = (await c.listTools()).tools.find((t) => t.name === 'get_signals')!;
     assert.equal((listed.inputSchema as { additionalProperties?: unknown }).additionalProperties, false);
     await c.close();
