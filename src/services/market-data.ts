@@ -1,6 +1,6 @@
 import type { Candle, ChainId, FundingPoint } from '../engine/types.ts';
 import { ASSETS } from '../providers/assets.ts';
-import { cut, findGaps } from '../providers/dataset/dataset.ts';
+import { cut, findGaps, incompleteBundled } from '../providers/dataset/dataset.ts';
 import type { DataGap, MarketData, MarketDataProvider, MetricSeries, SeriesFreshness } from '../providers/port.ts';
 import type { MarketCache } from '../store/market-cache.ts';
 import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
@@ -148,10 +148,15 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
   for (const s of stored.series) {
     if (s.kind !== 'metric' || !s.subject || !s.metric) continue;
     const chain = s.subject as ChainId;
-    const rows = cut(stored.metrics.get(chain)?.get(s.metric) ?? [], day);
+    const left = incompleteBundled(chain, s.metric);
+    let rows = cut(stored.metrics.get(chain)?.get(s.metric) ?? [], day);
+    if (left.note) rows = rows.filter((p) => !(left.has(p.date) && p.source.includes('data/chains/')));
     let rec = chains.get(chain);
     if (!rec) chains.set(chain, (rec = {}));
-    rec[s.metric] = { points: rows.map((p) => ({ date: p.date, value: p.value })), source: rows.length ? sourceSegments(rows) : s.source };
+    rec[s.metric] = {
+      points: rows.map((p) => ({ date: p.date, value: p.value })),
+      source: rows.length ? sourceSegments(rows) + left.note : s.source,
+    };
   }
   /** A series' newest day on or before the as-of day, read from the cut data above. */
   const newestVisible = (s: SeriesState): string | null => {

@@ -90,6 +90,30 @@ const CHAIN_FILES: Record<ChainId, { file: string; sources: Record<string, strin
   },
 };
 
+/**
+ * Chain-metric values that data/SOURCES.md calls incomplete, left out at load as gaps: served,
+ * they would read as real (HYPE's liquidations as 0 USD, a −100 % week). The store's readers
+ * name each in the metric's served `source` (buildMarketData). A value SOURCES.md only says
+ * "may be partial" is kept.
+ */
+const INCOMPLETE_POINTS: readonly { chain: ChainId; metric: string; date: string; note: string }[] = [
+  { chain: 'hype', metric: 'liquidated_notional_usd', date: '2025-04-23', note: 'the last value (0) is probably incomplete' },
+];
+
+/**
+ * The bundled values of one chain metric that are left out as incomplete (INCOMPLETE_POINTS),
+ * for the loader and for the store's readers (a store imported before this list keeps the
+ * row, since stored rows are never rewritten): `has(date)` says whether a bundled row of
+ * that day is left out, `note` is the text to add to the metric's source ('' when none).
+ */
+export function incompleteBundled(chain: string, metric: string): { has(date: string): boolean; note: string } {
+  const left = INCOMPLETE_POINTS.filter((p) => p.chain === chain && p.metric === metric);
+  return {
+    has: (date) => left.some((p) => p.date === date),
+    note: left.map((p) => `, without ${p.date} (data/SOURCES.md: ${p.note})`).join(''),
+  };
+}
+
 interface Csv {
   file: string;
   header: string[];
@@ -265,10 +289,11 @@ async function loadFull(dir: string): Promise<FullData> {
     for (const [metric, what] of Object.entries(spec.sources)) {
       const idx = csv.header.indexOf(metric);
       const points: MetricPoint[] = [];
+      const left = incompleteBundled(chain, metric);
       if (idx >= 0) {
         csv.rows.forEach((r, i) => {
           const v = optNum(csv, i, r[idx], metric);
-          if (v !== null) points.push({ date: r[dIdx]!, value: v });
+          if (v !== null && !left.has(r[dIdx]!)) points.push({ date: r[dIdx]!, value: v });
         });
       }
       series[metric] = { points, source: `${what}; data/chains/${spec.file}.csv` };
