@@ -112,7 +112,16 @@ export async function createEmbeddedIdentity(opts: {
     // autoSignIn off: sign-up answers `{token: null, user}` alike for a new and an existing
     // email (better-auth's generic duplicate response), so it does not reveal which emails exist.
     emailAndPassword: { enabled: true, autoSignIn: false, minPasswordLength: 8, maxPasswordLength: 128 },
-    rateLimit: { enabled: true, storage: 'memory' },
+    // better-auth's burst rule for sign-in and sign-up (3 per 10 s per address and instance)
+    // refused a person's fourth try, e.g. three passwords rejected as too weak and then a good
+    // one. The service's own throttle (src/http/identity.ts: 10 per account and 30 per address
+    // per 15 minutes, shared through Redis) is the limit that counts; this stays as a
+    // per-instance net against bursts.
+    rateLimit: {
+      enabled: true,
+      storage: 'memory',
+      customRules: { '/sign-in/email': { window: 60, max: 10 }, '/sign-up/email': { window: 60, max: 10 } },
+    },
     advanced: {
       ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
       // Work better-auth leaves running after a response keeps its storages on until it settles.

@@ -14,7 +14,7 @@ import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 let ipSeq = 0;
-/** A fresh client address per call (better-auth's own per-address limit is 3 per 10 s). */
+/** A fresh client address per call (better-auth's own per-address limit is 10 per 60 s for sign-in and sign-up). */
 const freshIp = () => `10.66.${Math.floor(++ipSeq / 250)}.${(ipSeq % 250) + 1}`;
 
 async function post(svc: Service, url: string, payload: unknown, headers: Record<string, string> = {}) {
