@@ -137,6 +137,9 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     // One access-log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     trustProxy: trustProxy(deps.config.TRUST_PROXY),
+    // `/account/` and `/api/v1/signals/` are the pages and routes without the slash (a
+    // typed or pasted URL), not a 404.
+    routerOptions: { ignoreTrailingSlash: true },
     // Errors Fastify raises before routing (bad percent-encoding, a too long path parameter)
     // get the envelope too.
     frameworkErrors: (err, req, reply) => {

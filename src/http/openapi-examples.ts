@@ -507,9 +507,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: 'a2e9f3cd-4411-45ba-a79e-bf1cadc4c35f',
-    key: 'svc_live_YzPbYIt42tyq0PobKEhGLJtcHDh7pxYi1Li64W',
-    prefix: 'svc_live_YzPb',
+    id: 'fc11ae2e-8669-4bfc-a81e-26293288bc78',
+    key: 'svc_live_wQbxof0KcmJxcXtd0lCdhiXHSq8hb9lX0uywcs',
+    prefix: 'svc_live_wQbx',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -517,8 +517,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: 'a2e9f3cd-4411-45ba-a79e-bf1cadc4c35f',
-        prefix: 'svc_live_YzPb',
+        id: 'fc11ae2e-8669-4bfc-a81e-26293288bc78',
+        prefix: 'svc_live_wQbx',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -533,7 +533,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   createThesis: {
-    id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
+    id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -558,7 +558,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
+        id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -583,7 +583,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
   },
   getThesis: {
-    id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
+    id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -606,7 +606,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
+    thesis_id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 67.9,
@@ -645,11 +645,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
   },
   deleteThesis: {
-    id: '48b0ba19-0655-4bd1-8388-ee6c2faea427',
+    id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',
     deleted: true,
   },
   revokeKey: {
-    id: 'a2e9f3cd-4411-45ba-a79e-bf1cadc4c35f',
+    id: 'fc11ae2e-8669-4bfc-a81e-26293288bc78',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -737,7 +737,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=3452',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=1469',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

@@ -7,7 +7,7 @@ import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
 import type { MarketService } from './market.ts';
-import type { Thesis, ThesisHealthData, ThesisInputSchema } from './schemas/theses.ts';
+import type { ListedThesis, Thesis, ThesisHealthData, ThesisInputSchema } from './schemas/theses.ts';
 
 function notFound(id: string): ServiceError {
   return new ServiceError('NOT_FOUND', `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them)`);
@@ -105,9 +105,25 @@ export class ThesisService {
     return this.#view(row);
   }
 
-  /** The user's theses, newest first. */
-  async list(userId: string): Promise<{ theses: Thesis[] }> {
-    return { theses: (await this.repo.listTheses(userId)).map((r) => this.#view(r)) };
+  /**
+   * The user's theses, newest first; with `withHealth`, each with its `health` as
+   * GET /thesis/{id}/health gives it (one request for a whole list, as the dashboard shows it).
+   */
+  async list(userId: string, withHealth = false): Promise<{ theses: ListedThesis[] }> {
+    const theses = (await this.repo.listTheses(userId)).map((r) => this.#view(r));
+    if (!withHealth) return { theses };
+    const now = new Date();
+    return {
+      theses: theses.map((t) => {
+        try {
+          return { ...t, health: this.#evaluate(t, now) };
+        } catch (err) {
+          // One thesis whose asset has no current data does not fail the list: it says why.
+          if (!(err instanceof ServiceError)) throw err;
+          return { ...t, health: null, health_error: { code: err.code, message: err.message } };
+        }
+      }),
+    };
   }
 
   /** @throws ServiceError NOT_FOUND when the user has no thesis with this id (also someone else's). */
@@ -169,8 +185,11 @@ export class ThesisService {
    * @throws ServiceError NOT_FOUND as `get`.
    */
   async health(userId: string, id: string): Promise<ThesisHealthData> {
-    const t = await this.get(userId, id);
-    const now = new Date();
+    return this.#evaluate(await this.get(userId, id), new Date());
+  }
+
+  /** The health of a stored thesis against the current data, evaluated at `now`. */
+  #evaluate(t: Thesis, now: Date): ThesisHealthData {
     const { snapshot, as_of } = this.snapshot(t.asset);
     const h = evaluateThesis(
       {

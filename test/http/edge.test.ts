@@ -158,6 +158,19 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     // This harness uses an external identity provider: the page is told so (sign-in links to it).
     assert.match(r.raw, new RegExp(`"signIn":"${h.idp.issuer.replace(/[.]/g, '\\.')}"`));
   });
+
+  test('a trailing slash is the same page or route (a typed or pasted URL), not a 404', async () => {
+    for (const path of ['/account/', '/chains/', '/asset/bitcoin/']) {
+      const r = await h.request('GET', path);
+      assert.equal(r.status, 200, path);
+      assert.match(String(r.headers['content-type']), /^text\/html/, path);
+    }
+    const slash = await h.request('GET', '/api/v1/assets/');
+    assert.equal(slash.status, 200, slash.raw);
+    assert.deepEqual(slash.body.data, (await h.request('GET', '/api/v1/assets')).body.data);
+    const unknown = await h.request('GET', '/api/v1/nope/');
+    assert.equal(unknown.status, 404);
+  });
 });
 
 describe('METRICS=off', { skip: SKIP }, () => {

@@ -133,6 +133,28 @@ describe('theses', { skip: SKIP }, () => {
       assert.equal(noHorizon.horizon, null);
     });
 
+    test('GET /thesis?include_health=true gives every thesis with its health in one request', async () => {
+      const u = await h.keyFor('api', 'thesis-list-health');
+      const a = (await create(VALID, u.key)).body.data;
+      const b = (await create({ ...VALID, asset: 'BTC', title: 'BTC', horizon_days: null }, u.key)).body.data;
+      const r = await h.request('GET', '/api/v1/thesis?include_health=true', { token: u.key });
+      assert.equal(r.status, 200, r.raw);
+      const listed = okEnvelope(ThesisListSchema).parse(r.body).data.theses;
+      assert.deepEqual(
+        listed.map((t) => t.id),
+        [b.id, a.id],
+      );
+      for (const t of listed) {
+        const one = (await h.request('GET', `/api/v1/thesis/${t.id}/health`, { token: u.key })).body.data;
+        assert.deepEqual({ ...t.health, evaluated_at: null }, { ...one, evaluated_at: null }, t.title);
+        assert.equal(t.health_error, undefined);
+      }
+      // Without the flag: the theses alone, as before.
+      const plain = (await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses;
+      assert.ok(plain.every((t: object) => !('health' in t)));
+      expectError(await h.request('GET', '/api/v1/thesis?include_health=maybe', { token: u.key }), 400, 'INVALID_PARAMETER');
+    });
+
     test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {
       const t = (await create(VALID)).body.data;
       const del = await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key });
@@ -406,5 +428,31 @@ describe('theses', { skip: SKIP }, () => {
       body: () => ({ asset: 'bitcoin', direction: 'long', title: 't', conditions: [] }),
       policy: 'api-key-or-user',
     });
+  });
+});
+
+describe('theses on an as-of day before an asset has data', { skip: SKIP }, () => {
+  test('the list with include_health says why a thesis has no health instead of failing', async () => {
+    const past = await startHarness({ database: DATABASE, config: { AS_OF: '2024-06-01' } });
+    try {
+      const u = await past.keyFor('api', 'thesis-before-data');
+      const post = (body: unknown) => past.request('POST', '/api/v1/thesis', { token: u.key, body });
+      const hype = (await post({ ...VALID, asset: 'HYPE', title: 'HYPE', conditions: [] })).body.data;
+      const btc = (await post({ ...VALID, asset: 'BTC', title: 'BTC' })).body.data;
+      const r = await past.request('GET', '/api/v1/thesis?include_health=true', { token: u.key });
+      assert.equal(r.status, 200, r.raw);
+      const byId = new Map(
+        okEnvelope(ThesisListSchema)
+          .parse(r.body)
+          .data.theses.map((t) => [t.id, t]),
+      );
+      assert.equal(byId.get(btc.id)!.health!.as_of, '2024-06-01');
+      assert.equal(byId.get(hype.id)!.health, null);
+      const single = await past.request('GET', `/api/v1/thesis/${hype.id}/health`, { token: u.key });
+      expectError(single, 404, 'NOT_FOUND');
+      assert.deepEqual(byId.get(hype.id)!.health_error, { code: 'NOT_FOUND', message: single.body.error.message });
+    } finally {
+      await past.stop();
+    }
   });
 });

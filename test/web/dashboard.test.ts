@@ -155,6 +155,15 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     const horizon = (await thesis.locator('.horizon').textContent()) ?? '';
     assert.match(horizon, /^Horizon ends (\d{4}-\d{2}-\d{2}) \(30 days left\)$/);
     assert.ok(Math.abs(Date.parse(horizon.slice(13, 23)) - Date.parse(ends)) <= 86_400_000, horizon);
+
+    // Deleting it, with a confirmation: a message says so and takes the keyboard focus (the
+    // list that held the Delete button is re-rendered).
+    const id = await thesis.getAttribute('data-thesis-id');
+    await thesis.getByRole('button', { name: /Delete thesis/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
+    await page.waitForFunction((t) => !document.querySelector(`[data-thesis-id="${t}"]`), id);
+    const focused = await page.evaluate(() => ({ cls: document.activeElement?.className, text: document.activeElement?.textContent }));
+    assert.deepEqual(focused, { cls: 'msg ok', text: 'Thesis "BTC stays above 1 USD" deleted.' });
     assert.deepEqual(errors, []);
   });
 
@@ -182,6 +191,15 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.equal(chainHint, 'LINK has no chain health score (ETH, SOL, HYPE have one): choose another metric');
     await metric.selectOption('rsi_14');
     assert.equal(await metric.evaluate((s: HTMLSelectElement) => s.validationMessage), '');
+    // The value box fits the metric: a number for rsi_14, a level name for signal.
+    const value = page.locator('#conditions .cond').last().locator('.c-value');
+    assert.equal(await value.getAttribute('type'), 'number');
+    await metric.selectOption('signal');
+    assert.equal(await value.getAttribute('type'), 'text');
+    await value.fill('sel');
+    assert.equal(await value.evaluate((i: HTMLInputElement) => i.validity.patternMismatch), true);
+    await value.fill('sell');
+    assert.equal(await value.evaluate((i: HTMLInputElement) => i.validity.valid), true);
     assert.deepEqual(errors, []);
   });
 

@@ -13,6 +13,12 @@ export const IncludeFactors = z
   .optional()
   .describe('Add the factor breakdown (`true`) or not (`false`, default)');
 
+/** `include_health` of GET /thesis: only the literal strings `true` and `false` are accepted. */
+const IncludeHealth = z
+  .enum(['true', 'false'], { error: "must be 'true' or 'false'" })
+  .optional()
+  .describe("Add each thesis's health, as GET /thesis/{id}/health answers it (`true`), or not (`false`, default)");
+
 /** Integer query parameter within bounds, rejected (never clamped) outside them. */
 export function boundedInt(min: number, max: number, dflt: number, what: string) {
   const msg = `must be an integer from ${min} to ${max}`;
@@ -77,7 +83,12 @@ export async function v1Routes(
   route(ops.revokeKey, { method: 'POST', url: '/keys/revoke', body: RevokeKeyInput });
 
   route(ops.createThesis, { method: 'POST', url: '/thesis', body: ThesisInputSchema });
-  route(ops.listTheses, { method: 'GET', url: '/thesis' });
+  route(ops.listTheses, {
+    method: 'GET',
+    url: '/thesis',
+    querystring: z.object({ include_health: IncludeHealth }),
+    input: (r) => ({ include_health: r.query.include_health === 'true' }),
+  });
   route(ops.getThesis, { method: 'GET', url: '/thesis/:id', params: ThesisIdInput });
   route(ops.deleteThesis, { method: 'DELETE', url: '/thesis/:id', params: ThesisIdInput });
   route(ops.getThesisHealth, { method: 'GET', url: '/thesis/:id/health', params: ThesisIdInput });

@@ -32,11 +32,14 @@ export const listTheses = defineOperation({
   name: 'listTheses',
   tag: 'theses',
   summary: "List the caller's theses",
-  description: 'The theses of the caller (the owner of the API key, or the signed-in user), newest first.',
+  description:
+    "The theses of the caller (the owner of the API key, or the signed-in user), newest first; `include_health=true` adds each one's health (as GET /thesis/{id}/health), in one request.",
   policy: API_KEY_OR_USER,
-  input: z.object({}),
+  input: z.object({
+    include_health: z.boolean().default(false).describe("Add each thesis's health, as GET /thesis/{id}/health answers it"),
+  }),
   output: ThesisListSchema,
-  run: async (s, caller) => fresh(await s.theses.list(signedInUser(caller).userId)),
+  run: async (s, caller, input) => fresh(await s.theses.list(signedInUser(caller).userId, input.include_health)),
 });
 
 export const getThesis = defineOperation({

@@ -98,9 +98,6 @@ export const ThesisSchema = z.object({
 /** A stored thesis as returned by the thesis routes. */
 export type Thesis = z.infer<typeof ThesisSchema>;
 
-/** `data` of GET /thesis. */
-export const ThesisListSchema = z.object({ theses: z.array(ThesisSchema) });
-
 /** GET /thesis/{id}/health (method: docs/methodology.md, "Thesis health"). */
 export const ThesisHealthSchema = z.object({
   thesis_id: z.uuid(),
@@ -149,6 +146,24 @@ export const ThesisHealthSchema = z.object({
 });
 /** `data` of GET /thesis/{id}/health. */
 export type ThesisHealthData = z.infer<typeof ThesisHealthSchema>;
+
+/** One thesis of GET /thesis: with `include_health=true`, also its health (or why it has none). */
+export const ListedThesisSchema = ThesisSchema.extend({
+  health: ThesisHealthSchema.nullable()
+    .optional()
+    .describe(
+      'With include_health=true: as GET /thesis/{id}/health answers it; null when it could not be evaluated (health_error says why)',
+    ),
+  health_error: z
+    .object({ code: z.string(), message: z.string() })
+    .optional()
+    .describe('With include_health=true, when the health could not be evaluated: the error GET /thesis/{id}/health gives'),
+});
+/** One thesis of GET /thesis. */
+export type ListedThesis = z.infer<typeof ListedThesisSchema>;
+
+/** `data` of GET /thesis: each thesis, with its health when `include_health=true`. */
+export const ThesisListSchema = z.object({ theses: z.array(ListedThesisSchema) });
 
 /** Path parameter of the thesis routes and input of the single-thesis operations. */
 export const ThesisIdInput = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });

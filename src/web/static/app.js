@@ -84,6 +84,15 @@ function say(el, text, kind = '') {
   el.textContent = text;
   el.className = `msg ${kind}`;
 }
+/**
+ * `say`, then moves the keyboard focus to the message: after an action re-renders the list
+ * that held the focused button, the next Tab goes on from here, not from the page's top.
+ */
+function sayAndFocus(el, text, kind = '') {
+  say(el, text, kind);
+  el.tabIndex = -1;
+  el.focus();
+}
 function setTitle(t) {
   document.title = `${t} - Market Intelligence`;
 }
@@ -697,7 +706,7 @@ async function chainsPage() {
                   h('td', { class: 'num' }, v.change_7d === null ? h('span', { class: 'muted', text: 'no data' }) : num(v.change_7d, 2)),
                   h('td', { class: 'num' }, pct(v.change_7d_pct)),
                   h('td', {}, freshness(v.as_of, asOf, v)),
-                  h('td', { class: 'small', text: v.source }),
+                  h('td', { class: 'small wrap', text: v.source }),
                 ),
               ),
             ),
@@ -912,8 +921,8 @@ function keysSection(tierNote) {
                                 return;
                               const rr = await api('POST', '/keys/revoke', { key_id: k.id });
                               if (!rr.ok) return say(msg, errorOf(rr), 'error');
-                              say(msg, `Key ${k.prefix}… revoked.`, 'ok');
                               await load();
+                              sayAndFocus(msg, `Key ${k.prefix}… revoked.`, 'ok');
                             },
                           })
                         : h('span', { class: 'muted', text: k.revoked_at ? `revoked ${k.revoked_at.slice(0, 10)}` : '' }),
@@ -980,18 +989,39 @@ function conditionRow(container, lacking = () => ({})) {
     { 'aria-label': 'Metric', class: 'c-metric' },
     THESIS_METRICS.map((m) => h('option', { value: m, text: m })),
   );
+  const value = h('input', { 'aria-label': 'Value', class: 'c-value', required: true, size: 10 });
+  // The value box fits the metric: a number, or a level name the browser checks before sending.
+  const LEVEL_NAMES = { signal: LEVELS, regime: ['bull', 'neutral', 'bear'] };
+  const fitValue = () => {
+    const names = LEVEL_NAMES[metric.value];
+    if (names) {
+      value.type = 'text';
+      value.pattern = names.join('|');
+      value.title = `one of ${names.join(', ')}`;
+      value.placeholder = names.join(' / ');
+    } else {
+      value.type = 'number';
+      value.step = 'any';
+      value.removeAttribute('pattern');
+      value.title = 'a number';
+      value.placeholder = 'number';
+    }
+  };
   const checkMetric = () => {
     const out = lacking();
     for (const o of metric.options) o.disabled = o.value in out;
     metric.setCustomValidity(out[metric.value] ? `${out[metric.value]}: choose another metric` : '');
   };
-  metric.addEventListener('change', checkMetric);
+  metric.addEventListener('change', () => {
+    checkMetric();
+    fitValue();
+  });
+  fitValue();
   const op = h(
     'select',
     { 'aria-label': 'Operator', class: 'c-op' },
     Object.entries(OPERATORS).map(([k, v]) => h('option', { value: k, text: `${v} (${k})` })),
   );
-  const value = h('input', { 'aria-label': 'Value', class: 'c-value', required: true, size: 10 });
   const kind = h(
     'select',
     { 'aria-label': 'Kind', class: 'c-kind' },
@@ -1105,15 +1135,14 @@ function thesesSection(assets) {
     await load();
   });
   async function load() {
-    const r = await api('GET', '/thesis');
+    // One request for the list and every health (each request counts against the tier's quota).
+    const r = await api('GET', '/thesis?include_health=true');
     if (!r.ok) return list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
     const theses = r.body.data.theses;
     if (theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
-    const healths = await Promise.all(theses.map((t) => api('GET', `/thesis/${t.id}/health`)));
     list.replaceChildren(
-      ...theses.map((t, i) => {
-        const hr = healths[i];
-        const health = hr.ok ? hr.body.data : null;
+      ...theses.map((t) => {
+        const health = t.health ?? null;
         return h(
           'article',
           { class: `thesis${health?.action_required ? ' action' : ''}`, dataset: { thesisId: t.id } },
@@ -1121,7 +1150,8 @@ function thesesSection(assets) {
           h(
             'p',
             { class: 'small' },
-            `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · horizon ${t.horizon_days ?? '—'} d`,
+            `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · ` +
+              (t.horizon_days === null ? 'no horizon' : `horizon ${t.horizon_days} d`),
           ),
           health?.horizon
             ? h('p', {
@@ -1172,7 +1202,7 @@ function thesesSection(assets) {
                     )
                   : null,
               )
-            : h('p', { class: 'error', text: `Health unavailable: ${errorOf(hr)}` }),
+            : h('p', { class: 'error', text: `Health unavailable: ${t.health_error?.message ?? 'not evaluated'}` }),
           h('button', {
             type: 'button',
             class: 'danger',
@@ -1183,6 +1213,7 @@ function thesesSection(assets) {
               const rr = await api('DELETE', `/thesis/${t.id}`);
               if (!rr.ok) return say(msg, errorOf(rr), 'error');
               await load();
+              sayAndFocus(msg, `Thesis "${t.title}" deleted.`, 'ok');
             },
           }),
         );
