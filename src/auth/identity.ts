@@ -60,7 +60,8 @@ export const IDP_JWT_TTL = '15m';
  * this origin (or a loopback alias of it): better-auth refuses browser POSTs and
  * cookie-carrying requests from other origins (CSRF). better-auth's rate limits are on
  * (whatever NODE_ENV), in memory per instance, per client IP (`req.ip`: behind a proxy, set
- * TRUST_PROXY): 3 requests per 10 s on sign-in / sign-up, 100 per 10 s elsewhere under /auth.
+ * TRUST_PROXY): 10 requests per 60 s on sign-in / sign-up (`customRules` below; better-auth's
+ * own rule, 3 per 10 s, refused a person's fourth try), 100 per 10 s elsewhere under /auth.
  *
  * When it is created (src/server.ts: once the service listens, or on first use; see
  * identity-lazy.ts), signing keys that `secret` cannot decrypt (the secret changed, e.g. a generated

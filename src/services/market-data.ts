@@ -27,6 +27,19 @@ export function sourceSegments(rows: readonly { date: string; source: string }[]
   return out.join('; ');
 }
 
+/** A bundled row the dataset leaves out as incomplete (a row of another source is kept). */
+function isLeftOut(left: ReturnType<typeof incompleteBundled>, p: { date: string; value: number; source: string }): boolean {
+  return left.has(p.date, p.value) && p.source.includes('data/chains/');
+}
+
+/**
+ * A metric with a bundled point the dataset leaves out: its stored newest day may be that
+ * point (a store imported before it was left out), so it is read from the filtered rows.
+ */
+function hasLeftOut(s: SeriesState): boolean {
+  return s.kind === 'metric' && !!s.subject && !!s.metric && incompleteBundled(s.subject, s.metric).any;
+}
+
 /** A stored series state in the port's shape. */
 export function toFreshness(s: SeriesState): SeriesFreshness {
   return {
@@ -150,12 +163,12 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     const chain = s.subject as ChainId;
     const left = incompleteBundled(chain, s.metric);
     let rows = cut(stored.metrics.get(chain)?.get(s.metric) ?? [], day);
-    if (left.note) rows = rows.filter((p) => !(left.has(p.date) && p.source.includes('data/chains/')));
+    if (left.any) rows = rows.filter((p) => !isLeftOut(left, p));
     let rec = chains.get(chain);
     if (!rec) chains.set(chain, (rec = {}));
     rec[s.metric] = {
       points: rows.map((p) => ({ date: p.date, value: p.value })),
-      source: rows.length ? sourceSegments(rows) + left.note : s.source,
+      source: rows.length ? sourceSegments(rows) + left.note(day) : s.source,
     };
   }
   /** A series' newest day on or before the as-of day, read from the cut data above. */
@@ -187,6 +200,9 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
     // With AS_OF, freshness as of that day: a series' newest day is its newest on or before it.
     // Without (offline newest day, live mode) each series shows its own newest stored day, as
     // the live ingest's status updates do (a series ahead of the candles is not cut back).
-    series: stored.series.map((s) => (asOf === undefined ? toFreshness(s) : { ...toFreshness(s), newest_date: newestVisible(s) })),
+    // A store imported before a bundled point was left out still records it as the newest day.
+    series: stored.series.map((s) =>
+      asOf === undefined && !hasLeftOut(s) ? toFreshness(s) : { ...toFreshness(s), newest_date: newestVisible(s) },
+    ),
   };
 }

@@ -119,7 +119,8 @@ export class ThesisService {
           return { ...t, health: this.#evaluate(t, now) };
         } catch (err) {
           // One thesis whose asset has no current data does not fail the list: it says why.
-          if (!(err instanceof ServiceError)) throw err;
+          // A failure of the service itself (5xx) fails the request, and is logged, as usual.
+          if (!(err instanceof ServiceError) || err.status >= 500) throw err;
           return { ...t, health: null, health_error: { code: err.code, message: err.message } };
         }
       }),

@@ -72,20 +72,24 @@ async function checkStore(db: Database): Promise<void> {
   );
   const spec = stored.series.find((x) => x.series === 'metric:hype:liquidated_notional_usd')!;
   const bundledSource = 'Hyperliquid stats daily_notional_liquidated_total (USD); data/chains/hyperliquid.csv';
-  await repo.writeFetched(
-    {
-      series: spec.series,
-      kind: 'metric',
-      subject: 'hype',
-      metric: 'liquidated_notional_usd',
-      source: bundledSource,
-      origin: 'bundled',
-      cadenceHours: 24,
-    },
-    { kind: 'metric', points: [{ date: '2025-04-23', value: 0, source: bundledSource }] },
-  );
+  const liqSpec = {
+    series: spec.series,
+    kind: 'metric' as const,
+    subject: 'hype',
+    metric: 'liquidated_notional_usd',
+    source: bundledSource,
+    origin: 'bundled' as const,
+    cadenceHours: 24,
+  };
+  const written = await repo.writeFetched(liqSpec, { kind: 'metric', points: [{ date: '2025-04-23', value: 0, source: bundledSource }] });
+  assert.equal(written, 1);
   const old = await new StoredMarketProvider(repo).load();
   assert.deepEqual(old.chains.get('hype')!.liquidated_notional_usd!.points, liq().points);
+  // Its freshness too: /status does not call the left-out day the newest.
+  assert.equal(old.series.find((x) => x.series === spec.series)!.newest_date, '2025-04-22');
+  // Cut before that day, the source does not mention it.
+  const early = await new StoredMarketProvider(repo).load('2024-06-01');
+  assert.doesNotMatch(early.chains.get('hype')!.liquidated_notional_usd!.source, /without/);
 }
 
 describe('market-data store', () => {
@@ -100,6 +104,26 @@ describe('market-data store', () => {
     const db = await openDatabase({ pgliteDir: 'memory://' });
     open.push(db);
     await checkStore(db);
+  });
+
+  test('a row of that day from another source (a live fetch) is kept: only the bundled one is left out', async () => {
+    const db = await openDatabase({ pgliteDir: 'memory://' });
+    open.push(db);
+    const repo = new MarketRepo(db.jobs);
+    await importBundledDataset(new DatasetProvider(DATA), repo);
+    const source = 'Hyperliquid stats API daily_notional_liquidated_total';
+    const spec = {
+      series: 'metric:hype:liquidated_notional_usd',
+      kind: 'metric' as const,
+      subject: 'hype',
+      metric: 'liquidated_notional_usd',
+      source,
+      origin: 'live' as const,
+      cadenceHours: 24,
+    };
+    assert.equal(await repo.writeFetched(spec, { kind: 'metric', points: [{ date: '2025-04-23', value: 0, source }] }), 1);
+    const liq = (await new StoredMarketProvider(repo).load()).chains.get('hype')!.liquidated_notional_usd!;
+    assert.deepEqual(liq.points.at(-1), { date: '2025-04-23', value: 0 });
   });
 
   test('PostgreSQL: the same', async (t) => {

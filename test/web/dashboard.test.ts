@@ -246,6 +246,8 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     const text = (await page.textContent('main')) ?? '';
     for (const chain of ['Ethereum', 'Solana', 'Hyperliquid']) assert.match(text, new RegExp(chain));
     assert.match(text, /Raw metrics with 7-day change/);
+    // Solana has no metric with current data at 2025-09-30: its components table says so.
+    assert.match(text, /None: no metric has current data, so there is no score/);
     assert.deepEqual(errors, []);
   });
 });
@@ -263,6 +265,9 @@ describe('phone width', { skip: SKIP }, () => {
       }));
       assert.ok(scrollWidth <= clientWidth, `scrollWidth ${scrollWidth} > clientWidth ${clientWidth}`);
       assert.equal(await page.locator('#signals tbody tr').count(), 11);
+      // The signals table fits its box: the last visible column (7 d) is not cut.
+      const fit = await page.$eval('#signals', (t) => [t.scrollWidth, t.parentElement!.clientWidth]);
+      assert.ok(fit[0]! <= fit[1]!, `table ${fit[0]} px in a ${fit[1]} px box`);
     } finally {
       await ctx.close();
     }

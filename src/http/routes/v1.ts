@@ -7,17 +7,18 @@ import { ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.
 import type { AsOf } from '../envelope.ts';
 import { operationRoute, type RouteParts, type RouteSpec } from '../route.ts';
 
-/** `include_factors`: only the literal strings `true` and `false` are accepted. */
-export const IncludeFactors = z
-  .enum(['true', 'false'], { error: "must be 'true' or 'false'" })
-  .optional()
-  .describe('Add the factor breakdown (`true`) or not (`false`, default)');
+/** A boolean query flag: only the literal strings `true` and `false` are accepted (absent = false). */
+function queryFlag(what: string) {
+  return z
+    .enum(['true', 'false'], { error: "must be 'true' or 'false'" })
+    .optional()
+    .describe(`${what} (\`true\`) or not (\`false\`, default)`);
+}
 
-/** `include_health` of GET /thesis: only the literal strings `true` and `false` are accepted. */
-const IncludeHealth = z
-  .enum(['true', 'false'], { error: "must be 'true' or 'false'" })
-  .optional()
-  .describe("Add each thesis's health, as GET /thesis/{id}/health answers it (`true`), or not (`false`, default)");
+/** `include_factors` of the signal routes. */
+export const IncludeFactors = queryFlag('Add the factor breakdown');
+/** `include_health` of GET /thesis. */
+const IncludeHealth = queryFlag("Add each thesis's health, as GET /thesis/{id}/health answers it");
 
 /** Integer query parameter within bounds, rejected (never clamped) outside them. */
 export function boundedInt(min: number, max: number, dflt: number, what: string) {

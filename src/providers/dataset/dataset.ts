@@ -96,21 +96,31 @@ const CHAIN_FILES: Record<ChainId, { file: string; sources: Record<string, strin
  * name each in the metric's served `source` (buildMarketData). A value SOURCES.md only says
  * "may be partial" is kept.
  */
-const INCOMPLETE_POINTS: readonly { chain: ChainId; metric: string; date: string; note: string }[] = [
-  { chain: 'hype', metric: 'liquidated_notional_usd', date: '2025-04-23', note: 'the last value (0) is probably incomplete' },
+const INCOMPLETE_POINTS: readonly { chain: ChainId; metric: string; date: string; value: number; note: string }[] = [
+  { chain: 'hype', metric: 'liquidated_notional_usd', date: '2025-04-23', value: 0, note: 'the last value (0) is probably incomplete' },
 ];
 
 /**
  * The bundled values of one chain metric that are left out as incomplete (INCOMPLETE_POINTS),
  * for the loader and for the store's readers (a store imported before this list keeps the
- * row, since stored rows are never rewritten): `has(date)` says whether a bundled row of
- * that day is left out, `note` is the text to add to the metric's source ('' when none).
+ * row, since stored rows are never rewritten): `has(date, value)` says whether a bundled row
+ * is the one left out (the day and the value: a corrected file's real value is kept), `note(day)`
+ * is the text to add to the metric's source for data cut at `day` ('' when nothing left out
+ * falls on or before it), and `any` whether the metric has such a point at all.
  */
-export function incompleteBundled(chain: string, metric: string): { has(date: string): boolean; note: string } {
+export function incompleteBundled(
+  chain: string,
+  metric: string,
+): { any: boolean; has(date: string, value: number): boolean; note(day: string): string } {
   const left = INCOMPLETE_POINTS.filter((p) => p.chain === chain && p.metric === metric);
   return {
-    has: (date) => left.some((p) => p.date === date),
-    note: left.map((p) => `, without ${p.date} (data/SOURCES.md: ${p.note})`).join(''),
+    any: left.length > 0,
+    has: (date, value) => left.some((p) => p.date === date && p.value === value),
+    note: (day) =>
+      left
+        .filter((p) => p.date <= day)
+        .map((p) => `, without ${p.date} (data/SOURCES.md: ${p.note})`)
+        .join(''),
   };
 }
 
@@ -293,7 +303,7 @@ async function loadFull(dir: string): Promise<FullData> {
       if (idx >= 0) {
         csv.rows.forEach((r, i) => {
           const v = optNum(csv, i, r[idx], metric);
-          if (v !== null && !left.has(r[dIdx]!)) points.push({ date: r[dIdx]!, value: v });
+          if (v !== null && !left.has(r[dIdx]!, v)) points.push({ date: r[dIdx]!, value: v });
         });
       }
       series[metric] = { points, source: `${what}; data/chains/${spec.file}.csv` };

@@ -376,7 +376,9 @@ function drawChart(el, lib, p) {
       position: up ? 'belowBar' : 'aboveBar',
       color: up ? '#0b6b2f' : '#8a1610',
       shape: up ? 'arrowUp' : 'arrowDown',
-      text: LEVEL_LABEL[c.signal],
+      // On a narrow chart the labels of a year's changes pile up: the arrows alone there (the
+      // colour band and the history table name the levels).
+      text: el.clientWidth < 600 ? '' : LEVEL_LABEL[c.signal],
     };
   });
   const plugin = lib.createSeriesMarkers(candles, markers);
@@ -467,18 +469,28 @@ function healthCard(c, asOf, title) {
         h(
           'tbody',
           {},
-          c.components.map((m) =>
-            h(
-              'tr',
-              {},
-              h('td', { text: m.metric }),
-              h('td', { class: 'num', text: num(m.value, 2) }),
-              h('td', { class: 'num', text: num(m.z_score, 3) }),
-              h('td', { class: 'num', text: num(m.weight, 3) }),
-              h('td', { class: 'num', text: num(m.contribution, 3) }),
-              h('td', {}, freshness(m.as_of, asOf)),
-            ),
-          ),
+          c.components.length === 0
+            ? h(
+                'tr',
+                {},
+                h('td', {
+                  colspan: 6,
+                  class: 'muted',
+                  text: 'None: no metric has current data, so there is no score (see the missing or stale metrics below).',
+                }),
+              )
+            : c.components.map((m) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', { text: m.metric }),
+                  h('td', { class: 'num', text: num(m.value, 2) }),
+                  h('td', { class: 'num', text: num(m.z_score, 3) }),
+                  h('td', { class: 'num', text: num(m.weight, 3) }),
+                  h('td', { class: 'num', text: num(m.contribution, 3) }),
+                  h('td', {}, freshness(m.as_of, asOf)),
+                ),
+              ),
         ),
       ),
     ),
