@@ -100,6 +100,30 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q);
 }
 
+/**
+ * A browser's navigation to a page that does not exist: GET or HEAD asking for HTML, outside
+ * the API, MCP, identity and static paths (whose clients read the JSON envelope).
+ */
+function isPageNavigation(req: FastifyRequest): boolean {
+  return (
+    (req.method === 'GET' || req.method === 'HEAD') &&
+    /\btext\/html\b/.test(req.headers.accept ?? '') &&
+    !/^\/(api|mcp|auth|app|docs)(\/|$)/.test(pathOf(req.url))
+  );
+}
+
+/** The HTML 404 page for `path` (escaped), linking to the dashboard and the API reference. */
+function notFoundPage(path: string): string {
+  const esc = path.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  return (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">' +
+    '<title>Page not found - Market Intelligence</title></head><body><main><h1>Page not found</h1>' +
+    `<p>There is no page at <code>${esc}</code>.</p>` +
+    '<p><a href="/">Overview</a> · <a href="/chains">Chains</a> · <a href="/account">Account</a> · <a href="/docs">API reference</a></p>' +
+    '</main></body></html>'
+  );
+}
+
 /** Fastify's trustProxy from TRUST_PROXY: a list of addresses/CIDRs, or false. */
 function trustProxy(v: string | undefined): string[] | false {
   if (!v) return false;
@@ -258,15 +282,24 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   metrics?.install(app);
 
   const notFound = (req: FastifyRequest, reply: FastifyReply) =>
-    sendError(
-      req,
-      reply,
-      404,
-      'NOT_FOUND',
-      `Route ${req.method} ${req.url.split('?')[0]} not found: the API reference at /docs lists every route and its methods`,
-      undefined,
-      asOf,
-    );
+    isPageNavigation(req)
+      ? reply
+          .code(404)
+          .type('text/html; charset=utf-8')
+          .header('content-security-policy', "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+          .header('x-content-type-options', 'nosniff')
+          .header('cache-control', 'no-store')
+          .header('x-request-id', req.id)
+          .send(notFoundPage(pathOf(req.url)))
+      : sendError(
+          req,
+          reply,
+          404,
+          'NOT_FOUND',
+          `Route ${req.method} ${req.url.split('?')[0]} not found: the API reference at /docs lists every route and its methods`,
+          undefined,
+          asOf,
+        );
   app.setNotFoundHandler(notFound);
 
   await app.register(fastifySwagger, {

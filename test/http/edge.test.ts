@@ -171,6 +171,30 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     const unknown = await h.request('GET', '/api/v1/nope/');
     assert.equal(unknown.status, 404);
   });
+
+  test('a browser navigating to a page that does not exist gets an HTML 404 with links; API clients keep the JSON envelope', async () => {
+    const html = { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' };
+    const page = await h.request('GET', '/asset/', { headers: html });
+    assert.equal(page.status, 404);
+    assert.match(String(page.headers['content-type']), /^text\/html/);
+    assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
+    assert.match(page.raw, /<h1>Page not found<\/h1>/);
+    assert.match(page.raw, /<code>\/asset\/<\/code>/);
+    assert.ok(page.raw.includes('<a href="/">Overview</a>'));
+    // The path is escaped, never echoed as markup.
+    const evil = await h.request('GET', '/%3Cscript%3Ex%3C%2Fscript%3E', { headers: html });
+    assert.equal(evil.status, 404);
+    assert.doesNotMatch(evil.raw, /<script>/);
+    // The API, even from a browser, and any client that does not ask for HTML: the envelope.
+    for (const [path, headers] of [
+      ['/api/v1/nope', html],
+      ['/nope', {}],
+    ] as const) {
+      const r = await h.request('GET', path, { headers });
+      assert.equal(r.status, 404, path);
+      assert.equal(r.body.error.code, 'NOT_FOUND', path);
+    }
+  });
 });
 
 describe('METRICS=off', { skip: SKIP }, () => {

@@ -23,8 +23,8 @@ async function open(page: Page, path: string): Promise<void> {
 }
 
 /** Signs up a new account through the page's form; the page then shows the signed-in account. */
-async function signUp(page: Page, email: string): Promise<void> {
-  await open(page, '/account');
+async function signUp(page: Page, email: string, path = '/account'): Promise<void> {
+  await open(page, path);
   await page.fill('#email', email);
   await page.fill('#password', PASSWORD);
   await page.fill('#name', 'E2E');
@@ -78,7 +78,10 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
   after(() => ctx?.close());
 
   test('sign up, generate a key, copy it from the dialog; it works, shows usage 1, and once revoked gets 401', async () => {
-    await signUp(page, `E2E.${Date.now()}@Example.com`);
+    await signUp(page, `E2E.${Date.now()}@Example.com`, '/signin');
+    // Signed in from /signin: the address is the account page's, the focus on its heading.
+    assert.equal(new URL(page.url()).pathname, '/account');
+    assert.deepEqual(await page.evaluate(() => [document.activeElement?.tagName, document.activeElement?.textContent]), ['H1', 'Account']);
     await page.waitForSelector('#tier');
     assert.equal(await page.textContent('#tier'), 'free');
     assert.match((await page.textContent('#tier-limits')) ?? '', /10 requests per minute and 50 per UTC day per key; 0 of 5 active keys/);

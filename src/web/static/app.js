@@ -786,7 +786,9 @@ function signInForm() {
       } else r = await post('sign-in', { email: e, password: pw });
       if (!r.ok) return say(msg, errorOf(r), 'error');
       jwtCache = null;
-      await accountPage();
+      // Signed in: the account page's own address, and the keyboard focus on its heading.
+      if (location.pathname !== '/account') history.replaceState(null, '', '/account');
+      await accountPage({ focus: true });
     } catch {
       say(msg, 'Network error', 'error');
     }
@@ -1242,7 +1244,20 @@ function thesesSection(assets) {
   );
 }
 
-async function accountPage() {
+/**
+ * The account page: the sign-in form, or the signed-in user's keys and theses. With `focus`
+ * (after signing in or out, which replaces the page under the focused button), the keyboard
+ * focus goes to the page's heading instead of being lost to the body.
+ */
+async function accountPage({ focus = false } = {}) {
+  await renderAccount();
+  if (focus) {
+    const h1 = main.querySelector('h1');
+    h1.tabIndex = -1;
+    h1.focus();
+  }
+}
+async function renderAccount() {
   setTitle('Account');
   if (CONFIG.signIn !== 'embedded') {
     main.replaceChildren(
@@ -1281,7 +1296,7 @@ async function accountPage() {
         body: '{}',
       });
       jwtCache = null;
-      await accountPage();
+      await accountPage({ focus: true });
     },
   });
   main.replaceChildren(
