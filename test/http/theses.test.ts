@@ -210,6 +210,9 @@ describe('theses', { skip: SKIP }, () => {
         /target_price/,
       ],
       ['horizon_days out of range', { ...VALID, horizon_days: 0 }, /horizon_days/],
+      // A missing field says it is required (not zod's "expected string, received undefined").
+      ['no title', { ...VALID, title: undefined }, /^Invalid body field 'title': required, expected string$/],
+      ['no direction', { ...VALID, direction: undefined }, /^Invalid body field 'direction': required, expected one of "long"\|"short"$/],
       [
         'a condition with an unknown metric',
         { ...VALID, conditions: [{ metric: 'volume', operator: 'gt', value: 1 }] },

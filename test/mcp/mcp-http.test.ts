@@ -190,6 +190,9 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       toolError((await c.callTool({ name: 'get_signals', arguments: { include_factors: 'maybe' } })) as CallToolResult).code,
       'INVALID_PARAMETER',
     );
+    // A missing required argument says so.
+    const missing = toolError((await c.callTool({ name: 'get_signal_history', arguments: {} })) as CallToolResult);
+    assert.equal(missing.message, "Invalid argument 'asset': required, expected string");
     // An argument the tool does not take is refused, naming it and the accepted ones (not ignored).
     const unknown = toolError((await c.callTool({ name: 'get_signals', arguments: { as_of: '2024-01-01' } })) as CallToolResult);
     assert.equal(unknown.code, 'INVALID_PARAMETER');

@@ -4,6 +4,19 @@ import { CHAIN_IDS, REGIME_LEVELS, SIGNAL_LEVELS } from '../../engine/types.ts';
 
 /** Schemas shared by every resource: days, the engine's value sets, tiers, user text. */
 
+// A missing field says it is required (REST bodies and query strings, MCP arguments): zod's
+// default, "Invalid input: expected string, received undefined", leaves the caller to infer
+// it. Set once here, where every schema module's shared pieces come from; a schema's own
+// message still wins.
+z.config({
+  customError: (iss) => {
+    if (iss.input !== undefined) return undefined;
+    if (iss.code === 'invalid_type') return `required, expected ${iss.expected}`;
+    if (iss.code === 'invalid_value') return `required, expected one of ${iss.values.map((v) => JSON.stringify(v)).join('|')}`;
+    return undefined;
+  },
+});
+
 /**
  * User-supplied text (names, titles, ids): trimmed, and without control characters, which
  * PostgreSQL refuses in text and jsonb (NUL) or which would only hide content.
