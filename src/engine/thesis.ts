@@ -4,7 +4,7 @@
  * Method: docs/methodology.md, "Thesis health".
  */
 import type { RegimeLevel, SignalLevel } from './types.ts';
-import { clamp, round } from './util.ts';
+import { clamp, DAY_MS, round } from './util.ts';
 
 /** Metrics a thesis condition may test (the HTTP layer builds its zod enum from this). */
 export const THESIS_METRICS = [
@@ -311,12 +311,12 @@ export interface ThesisHorizon {
  */
 export function thesisHorizon(createdAt: Date, horizonDays: number | null, now: Date): ThesisHorizon | null {
   if (horizonDays === null) return null;
-  const endsMs = createdAt.getTime() + horizonDays * 86_400_000;
+  const endsMs = createdAt.getTime() + horizonDays * DAY_MS;
   const leftMs = endsMs - now.getTime();
   return {
     days: horizonDays,
     ends_at: new Date(endsMs).toISOString(),
-    days_left: leftMs > 0 ? Math.ceil(leftMs / 86_400_000) : 0,
+    days_left: leftMs > 0 ? Math.ceil(leftMs / DAY_MS) : 0,
     passed: leftMs <= 0,
   };
 }

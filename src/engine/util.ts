@@ -5,7 +5,8 @@
  * used by the HTTP envelope and the rate limiter's headers.
  */
 
-const DAY_MS = 86_400_000;
+/** Milliseconds in a UTC day (24 h). */
+export const DAY_MS = 86_400_000;
 
 /**
  * Whole UTC days since 1970-01-01 of a `YYYY-MM-DD` day (proleptic Gregorian calendar;

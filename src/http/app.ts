@@ -296,7 +296,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           reply,
           404,
           'NOT_FOUND',
-          `Route ${req.method} ${req.url.split('?')[0]} not found: the API reference at /docs lists every route and its methods`,
+          `Route ${req.method} ${pathOf(req.url)} not found: the API reference at /docs lists every route and its methods`,
           undefined,
           asOf,
         );
