@@ -102,13 +102,15 @@ test('an unknown command, an unknown option, a bad tier and `mcp` without --stdi
   assert.match(mcp.stderr, /mcp --stdio/);
 });
 
-test('DATA_DIR, HOST and TRUST_PROXY errors name the variable and what to do, without a stack trace', async () => {
+test('DATA_DIR, HOST, TRUST_PROXY and AS_OF errors name the variable and what to do, without a stack trace', async () => {
   const cases: [Record<string, string>, RegExp][] = [
     [{ DATA_DIR: '/nonexistent' }, /DATA_DIR: '\/nonexistent' is not an existing, readable folder/],
     [{ DATA_DIR: tmpDir() }, /DATA_DIR: .* does not hold the dataset/],
     [{ HOST: '999.1.1.1' }, /HOST: '999\.1\.1\.1' is not a valid IPv4 address/],
     [{ TRUST_PROXY: 'notanip' }, /TRUST_PROXY: 'notanip' is not an IP address or CIDR block; list IPs or CIDRs/],
     [{ TRUST_PROXY: '10.0.0.0/33' }, /TRUST_PROXY: '10\.0\.0\.0\/33' has an invalid prefix length/],
+    // Checked against the stored data once it is open, and worded like the others.
+    [{ AS_OF: '2030-01-01' }, /Invalid configuration:\n {2}AS_OF 2030-01-01 is after the newest day of the data \(2025-09-30\)/],
   ];
   const runs = await Promise.all(cases.map(([env]) => cli(['serve', '--port', '0'], { PGLITE_DIR: 'memory://', ...env })));
   runs.forEach((r, i) => {
@@ -186,6 +188,9 @@ async function setTierWhileRunning(h: Harness, env: Record<string, string>, expe
   const afterSet = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
   assert.equal(afterSet.status, 200, afterSet.raw);
   assert.equal(afterSet.headers['x-service-tier'], 'pro');
+  // Counts are kept per tier (README, "Tiers and rate limits"): the free request above does not carry over.
+  assert.equal(afterSet.headers['x-ratelimit-limit'], '5000');
+  assert.equal(afterSet.headers['x-ratelimit-remaining'], '4999');
 
   await registerUser(h.svc.database.db, `${k.userId}-nokey`, `${k.userId}-nokey@example.com`);
   const r2 = await cli(['users', 'set-tier', `${k.userId}-nokey@example.com`, 'api'], env, { timeoutMs: 60_000 });
