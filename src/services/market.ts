@@ -468,6 +468,15 @@ export class MarketService {
     });
   }
 
+  /**
+   * Which data an asset has beyond its candles, as of the served day: a chain (chain health
+   * score and chain metrics: ETH, SOL, HYPE) and a funding-rate series. The one predicate behind
+   * GET /assets `capabilities` and the metrics a thesis condition may use (ThesisService.create).
+   */
+  dataCapabilities(a: AssetInfo): { chain_health: boolean; chain_metrics: boolean; funding_rate: boolean } {
+    return { chain_health: a.chain !== null, chain_metrics: a.chain !== null, funding_rate: this.data.funding.has(a.asset) };
+  }
+
   /** Supported assets with their current signal and capability flags (GET /assets). */
   assets(): Cached<AssetsData> {
     return this.#cached('assets', () => ({
@@ -489,9 +498,7 @@ export class MarketService {
             signals: e !== null,
             factors: e !== null,
             signal_history: e !== null,
-            chain_health: a.chain !== null,
-            chain_metrics: a.chain !== null,
-            funding_rate: this.data.funding.has(a.asset),
+            ...this.dataCapabilities(a),
             thesis: e !== null,
           },
         };

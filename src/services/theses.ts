@@ -64,15 +64,16 @@ export class ThesisService {
       );
     // A condition on a metric the asset does not have could never be evaluated: a chain
     // health score without a chain, a funding rate without funding data.
+    const has = this.market.dataCapabilities(a);
     const lacking: [ThesisMetric, boolean, string][] = [
       [
         'chain_health_score',
-        a.chain !== null,
+        has.chain_health,
         `has no chain health score (only ${CHAINS.map((c) => c.chain.toUpperCase()).join(', ')} have one)`,
       ],
       [
         'funding_rate',
-        this.market.data.funding.has(a.asset),
+        has.funding_rate,
         `has no funding-rate data as of ${this.market.asOf} (GET /api/v1/assets lists capabilities.funding_rate per asset)`,
       ],
     ];

@@ -14,6 +14,12 @@ export interface PageConfig {
   dashboardPerMinute: number;
   /** The password policy in words (src/auth/password-policy.ts). */
   passwordRules: string;
+  /** The five signal levels, strongest buy first (engine SIGNAL_LEVELS). */
+  signalLevels: readonly string[];
+  /** The BTC regime levels (engine REGIME_LEVELS). */
+  regimeLevels: readonly string[];
+  /** The metrics a thesis condition may test (engine THESIS_METRICS). */
+  thesisMetrics: readonly string[];
 }
 
 /** JSON safe inside a `<script type="application/json">` element. */

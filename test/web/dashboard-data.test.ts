@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { get } from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { THESIS_METRICS } from '../../src/engine/thesis.ts';
+import { REGIME_LEVELS, SIGNAL_LEVELS } from '../../src/engine/types.ts';
 import { DASHBOARD_REQUESTS_PER_MINUTE } from '../../src/services/access.ts';
 import { CHARTS_FILE, STATIC_DIR } from '../../src/web/routes.ts';
 import { expectError, harnessUnavailable, startHarness, type Harness } from '../helpers/harness.ts';
@@ -95,6 +97,18 @@ describe('dashboard data routes', { skip: SKIP }, () => {
 });
 
 describe('dashboard pages and files', { skip: SKIP }, () => {
+  test("the page's configuration carries the engine's level and metric lists (app.js keeps no copy of them)", async () => {
+    const r = await h.request('GET', '/');
+    const json = /<script type="application\/json" id="config">(.*?)<\/script>/s.exec(r.raw)?.[1];
+    assert.ok(json, 'the #config data block');
+    const config = JSON.parse(json) as Record<string, unknown>;
+    assert.deepEqual(config.signalLevels, [...SIGNAL_LEVELS]);
+    assert.deepEqual(config.regimeLevels, [...REGIME_LEVELS]);
+    assert.deepEqual(config.thesisMetrics, [...THESIS_METRICS]);
+    const js = readFileSync(path.join(STATIC_DIR, 'app.js'), 'utf8');
+    assert.doesNotMatch(js, /\[\s*'strong_buy'|\[\s*'bull'|\[\s*'price_usd'/, 'no list literal of levels or metrics in app.js');
+  });
+
   test('every page path serves the document with a strict CSP; its script, style and the chart library come from this origin', async () => {
     for (const p of ['/', '/asset/bitcoin', '/chains', '/account', '/signin']) {
       const r = await h.request('GET', p);

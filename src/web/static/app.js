@@ -7,22 +7,15 @@
 const CONFIG = JSON.parse(document.getElementById('config').textContent);
 const main = document.getElementById('main');
 
-const LEVELS = ['strong_buy', 'buy', 'neutral', 'sell', 'strong_sell'];
-const LEVEL_LABEL = { strong_buy: 'Strong buy', buy: 'Buy', neutral: 'Neutral', sell: 'Sell', strong_sell: 'Strong sell' };
+/** The signal levels, strongest buy first, from the engine (src/web/page.ts, PageConfig). */
+const LEVELS = CONFIG.signalLevels;
+/** 'strong_buy' → 'Strong buy'. */
+const LEVEL_LABEL = Object.fromEntries(LEVELS.map((l) => [l, (l[0].toUpperCase() + l.slice(1)).replace('_', ' ')]));
 /** Chart colours per level (band and markers). */
 const LEVEL_COLOR = { strong_buy: '#0b6b2f', buy: '#5fbf83', neutral: '#b7bec9', sell: '#e5837d', strong_sell: '#8a1610' };
-const LEVEL_RANK = { strong_buy: 2, buy: 1, neutral: 0, sell: -1, strong_sell: -2 };
-const THESIS_METRICS = [
-  'price_usd',
-  'change_7d_pct',
-  'rsi_14',
-  'signal',
-  'signal_score',
-  'regime',
-  'fear_greed',
-  'funding_rate',
-  'chain_health_score',
-];
+/** strong_buy 2 … strong_sell −2: the middle level is 0. */
+const LEVEL_RANK = Object.fromEntries(LEVELS.map((l, i) => [l, (LEVELS.length - 1) / 2 - i]));
+const THESIS_METRICS = CONFIG.thesisMetrics;
 const OPERATORS = { lt: '<', lte: '≤', gt: '>', gte: '≥', eq: '=', neq: '≠' };
 
 // ---------------------------------------------------------------- DOM and formatting helpers
@@ -1005,7 +998,7 @@ function conditionRow(container, lacking = () => ({})) {
   );
   const value = h('input', { 'aria-label': 'Value', class: 'c-value', required: true, size: 10 });
   // The value box fits the metric: a number, or a level name the browser checks before sending.
-  const LEVEL_NAMES = { signal: LEVELS, regime: ['bull', 'neutral', 'bear'] };
+  const LEVEL_NAMES = { signal: LEVELS, regime: CONFIG.regimeLevels };
   const fitValue = () => {
     const names = LEVEL_NAMES[metric.value];
     if (names) {
