@@ -342,7 +342,23 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     transform: openApiTransform,
     transformObject: openApiTransformObject(OPERATIONS),
   });
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs', uiConfig: { url: '/api/v1/openapi.json' } as never });
+  await app.register(async (docs) => {
+    // Swagger UI's page has no viewport meta (the plugin has no option for it), so phones
+    // showed it zoomed out to a desktop width: added to its HTML here, in this context only.
+    docs.addHook('onSend', async (_req, reply, payload) =>
+      typeof payload === 'string' && String(reply.getHeader('content-type')).startsWith('text/html')
+        ? payload.replace(
+            '<meta charset="UTF-8">',
+            '<meta charset="UTF-8">\n<meta name="viewport" content="width=device-width, initial-scale=1">',
+          )
+        : payload,
+    );
+    await docs.register(fastifySwaggerUi, {
+      routePrefix: '/docs',
+      uiConfig: { url: '/api/v1/openapi.json' } as never,
+      theme: { title: 'Market Intelligence API: reference' },
+    });
+  });
 
   const guard = createGuard(deps.access, asOf, metrics ? (d) => metrics.decision(d) : undefined);
   const origins = deps.config.CORS_ORIGINS.trim();

@@ -106,11 +106,14 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     assert.equal(days.schema.maximum, 365);
   });
 
-  test('/docs serves the API reference from local files (no CDN)', async () => {
+  test('/docs serves the API reference from local files (no CDN), with a viewport for phones', async () => {
     const res = await app.inject({ method: 'GET', url: '/docs/' });
     assert.equal(res.statusCode, 200);
     assert.match(res.body, /swagger-ui/i);
     assert.doesNotMatch(res.body, /https?:\/\/(?!localhost)[a-z0-9.-]+\/.*\.(js|css)/i);
+    // Readable on a phone: the page declares its viewport (once) and says what it documents.
+    assert.equal(res.body.match(/<meta name="viewport" content="width=device-width, initial-scale=1">/g)?.length, 1);
+    assert.match(res.body, /<title>Market Intelligence API: reference<\/title>/);
     const init = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
     assert.equal(init.statusCode, 200);
   });
