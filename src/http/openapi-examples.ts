@@ -288,6 +288,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     asset: 'bitcoin',
     days: 90,
     limit: 50,
+    from: '2025-07-03',
+    to: '2025-09-30',
     model_version: 'signals-v3',
     entries: [
       {

@@ -588,14 +588,24 @@ export class MarketService {
   }
 
   /**
-   * Stored signal changes of one asset in the `days` days ending at the as-of day, newest
-   * first, at most `limit` (GET /signal-history/{asset}).
-   * @throws ServiceError NOT_FOUND for an unknown asset.
+   * Stored signal changes of one asset in the `days` days ending at `end` (YYYY-MM-DD, default
+   * the as-of day), newest first, at most `limit` (GET /signal-history/{asset}). A window
+   * before the asset's first change is answered with no entries.
+   * @throws ServiceError NOT_FOUND for an unknown asset; INVALID_PARAMETER (field `end`) when
+   *   `end` is after the as-of day (the history is point-in-time: nothing later is served).
    */
-  async signalHistory(asked: string, days: number, limit: number): Promise<Cached<HistoryData>> {
+  async signalHistory(asked: string, days: number, limit: number, end?: string): Promise<Cached<HistoryData>> {
     const a = this.#resolve(asked);
+    if (end !== undefined && end > this.asOf)
+      throw new ServiceError(
+        'INVALID_PARAMETER',
+        `Invalid parameter 'end': ${end} is after the as-of day ${this.asOf}; give ${this.asOf} or earlier (or leave it out)`,
+        { field: 'end' },
+      );
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
-    const entries = await this.history.listChanges(a.asset, addDays(this.asOf, -(days - 1)), this.asOf, limit, CURRENT_MODEL.version);
-    return fresh<HistoryData>({ asset: a.asset, days, limit, model_version: CURRENT_MODEL.version, entries });
+    const to = end ?? this.asOf;
+    const from = addDays(to, -(days - 1));
+    const entries = await this.history.listChanges(a.asset, from, to, limit, CURRENT_MODEL.version);
+    return fresh<HistoryData>({ asset: a.asset, days, limit, from, to, model_version: CURRENT_MODEL.version, entries });
   }
 }

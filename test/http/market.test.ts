@@ -182,7 +182,7 @@ describe('signals', { skip: SKIP }, () => {
       const cases: [string, string, RegExp][] = [
         ['/api/v1/signals/btc?as_of=2024-01-01', 'as_of', /^Unknown query parameter 'as_of'; accepted: include_factors$/],
         ['/api/v1/signals?include_factor=true', 'include_factor', /^Unknown query parameter 'include_factor'; accepted: include_factors$/],
-        ['/api/v1/signal-history/btc?from=2024-01-01&days=30', 'from', /^Unknown query parameter 'from'; accepted: days, limit$/],
+        ['/api/v1/signal-history/btc?from=2024-01-01&days=30', 'from', /^Unknown query parameter 'from'; accepted: days, limit, end$/],
         ['/api/v1/prices/btc?from=1&to=2', 'from', /^Unknown query parameters 'from', 'to'; accepted: days$/],
         ['/api/v1/regime?date=2024-01-01', 'date', /^Unknown query parameter 'date'; this takes no query parameters$/],
       ];
@@ -389,10 +389,39 @@ describe('signal history', { skip: SKIP }, () => {
         assert.deepEqual(lim.data.entries[0], env.data.entries[0]);
       });
 
-      test('defaults are days=30, limit=50', async () => {
+      test('defaults are days=30, limit=50, ending at the as-of day', async () => {
         const env = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/ethereum')).body);
         assert.equal(env.data.days, 30);
         assert.equal(env.data.limit, 50);
+        assert.equal(env.data.to, '2025-09-30');
+        assert.equal(env.data.from, '2025-09-01');
+      });
+
+      test('end moves the window back; paging with the day before the oldest entry reads the older changes in turn', async () => {
+        const hist = async (q: string) => okEnvelope(HistoryDataSchema).parse((await get(`/api/v1/signal-history/bitcoin?${q}`)).body).data;
+        const year = await hist('days=365&limit=200&end=2022-06-30');
+        assert.equal(year.from, '2021-07-01');
+        assert.equal(year.to, '2022-06-30');
+        assert.ok(year.entries.length >= 3, `${year.entries.length} changes`);
+        assert.ok(year.entries.every((e) => e.changed_at >= '2021-07-01' && e.changed_at <= '2022-06-30'));
+        // Two at a time, each page ending the day before the previous page's oldest entry.
+        const paged: string[] = [];
+        let end = '2022-06-30';
+        while (paged.length < year.entries.length) {
+          const page = await hist(`days=365&limit=2&end=${end}`);
+          const inYear = page.entries.filter((e) => e.changed_at >= '2021-07-01');
+          paged.push(...inYear.map((e) => e.changed_at));
+          if (inYear.length < page.entries.length || page.entries.length === 0) break;
+          const oldest = page.entries.at(-1)!.changed_at;
+          end = new Date(Date.parse(`${oldest}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+        }
+        assert.deepEqual(
+          paged,
+          year.entries.map((e) => e.changed_at),
+        );
+        // Before the data: an empty window, not an error.
+        const before = await hist('end=2015-01-31');
+        assert.deepEqual(before.entries, []);
       });
 
       test('the api tier reads the history too', async () => {
@@ -423,6 +452,21 @@ describe('signal history', { skip: SKIP }, () => {
           const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
           expectError(r, 400, 'INVALID_PARAMETER');
           assert.match(r.body.error.message, new RegExp(q.split('=')[0]!));
+        }
+      });
+
+      test('end after the as-of day, or not a calendar day, is 400 naming end and what to give', async () => {
+        const late = await get('/api/v1/signal-history/bitcoin?end=2025-10-01');
+        expectError(late, 400, 'INVALID_PARAMETER');
+        assert.match(late.body.error.message, /'end': 2025-10-01 is after the as-of day 2025-09-30; give 2025-09-30 or earlier/);
+        for (const [q, re] of [
+          ['end=2025-02-30', /'end'.*not a calendar day/],
+          ['end=yesterday', /'end'.*must be a day YYYY-MM-DD/],
+          ['end=2025-13-45', /'end'.*not a calendar day/],
+        ] as const) {
+          const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
+          expectError(r, 400, 'INVALID_PARAMETER');
+          assert.match(r.body.error.message, re);
         }
       });
 

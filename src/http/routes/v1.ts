@@ -39,8 +39,9 @@ export function boundedInt(min: number, max: number, dflt: number, what: string)
 
 /** Query of GET /signal-history/{asset}. */
 export const HistoryQuery = z.object({
-  days: boundedInt(1, 365, 30, 'History period in days, ending at the as-of day'),
+  days: boundedInt(1, 365, 30, 'History period in days, ending at `end` (default: the as-of day)'),
   limit: boundedInt(1, 200, 50, 'Maximum number of entries'),
+  end: ops.HistoryEnd.optional(),
 });
 
 /** Query of GET /prices/{asset}. */

@@ -7,12 +7,12 @@ export const getSignalHistoryTool = defineTool({
   name: 'get_signal_history',
   title: 'Signal history',
   description:
-    "Past changes of an asset's signal, newest first, each with the factor snapshot computed point-in-time from the data of that day. Needs a Pro or API tier key. Same data as GET /api/v1/signal-history/{asset}.",
+    "Past changes of an asset's signal, newest first, each with the factor snapshot computed point-in-time from the data of that day; end pages back to older windows. Needs a Pro or API tier key. Same data as GET /api/v1/signal-history/{asset}.",
   input: getSignalHistory.input,
   output: HistoryDataSchema,
   route: (a) => ({ op: getSignalHistory, input: a }),
   summary(d: HistoryData): string {
-    const head = `${d.entries.length} signal changes of ${d.asset} in the last ${d.days} days (limit ${d.limit})`;
+    const head = `${d.entries.length} signal changes of ${d.asset} from ${d.from} to ${d.to} (${d.days} days, limit ${d.limit})`;
     return [
       head + (d.entries.length ? ':' : '.'),
       ...d.entries.map(

@@ -14,6 +14,7 @@ import {
   SignalsDataSchema,
   StatusDataSchema,
 } from '../schemas/market.ts';
+import { InputDay } from '../schemas/common.ts';
 import { TrackRecordSchema } from '../schemas/track-record.ts';
 
 /**
@@ -118,21 +119,33 @@ export const listAssets = defineOperation({
   run: (s) => s.market.assets(),
 });
 
+/** `end` of the signal history: the window's last day. */
+export const HistoryEnd = InputDay.describe(
+  'Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with the day before the oldest entry',
+);
+
 export const getSignalHistory = defineOperation({
   name: 'getSignalHistory',
   tag: 'signals',
   summary: 'Historical signal changes (Pro or API tier)',
   description:
-    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day. Needs an API key of the pro or api tier.',
+    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day, in the `days` days ending at `end` (default: the as-of day). To page back, set `end` to the day before the oldest entry (or before `from` when there are fewer than `limit`). Needs an API key of the pro or api tier.',
   policy: apiKey(HISTORY_TIERS),
   errors: ['NOT_FOUND'],
   input: z.object({
     asset: AssetArg,
-    days: z.number().int().min(1).max(365).default(30).describe('History period in days, ending at the as-of day (1..365)'),
+    days: z
+      .number()
+      .int()
+      .min(1)
+      .max(365)
+      .default(30)
+      .describe('History period in days, ending at `end` (default: the as-of day) (1..365)'),
     limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of entries (1..200)'),
+    end: HistoryEnd.optional(),
   }),
   output: HistoryDataSchema,
-  run: (s, _caller, input) => s.market.signalHistory(input.asset, input.days, input.limit),
+  run: (s, _caller, input) => s.market.signalHistory(input.asset, input.days, input.limit, input.end),
 });
 
 export const getStatus = defineOperation({

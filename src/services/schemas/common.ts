@@ -63,6 +63,23 @@ export const Day = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/)
   .describe('UTC calendar day, YYYY-MM-DD');
+/**
+ * A day given by a caller (a query parameter or tool argument): YYYY-MM-DD and a day that
+ * exists (Date.parse would roll 2025-02-30 over to March 2).
+ */
+export const InputDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, { error: 'must be a day YYYY-MM-DD' })
+  // Zod runs the check after a failed pattern too: a NaN time must not reach toISOString.
+  .refine(
+    (s) => {
+      const t = Date.parse(`${s}T00:00:00Z`);
+      return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s;
+    },
+    {
+      error: 'is not a calendar day: give a day that exists, YYYY-MM-DD',
+    },
+  );
 /** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
 export const SignalLevel = z.enum(SIGNAL_LEVELS);
 /** BTC market regimes. */

@@ -227,6 +227,8 @@ export const HistoryDataSchema = z.object({
   asset: z.string(),
   days: z.number().int(),
   limit: z.number().int(),
+  from: Day.describe('First day of the window (`end` − `days` + 1)'),
+  to: Day.describe('Last day of the window: `end`, by default the as-of day'),
   model_version: z.string().describe('The signal model whose history this is (each version has its own)'),
   entries: z.array(HistoryEntrySchema).describe('Newest first'),
 });
