@@ -44,9 +44,13 @@ export class ServiceError extends Error {
  */
 export function assetNotFound(asked: string, assets: readonly { asset: string; symbol: string }[]): ServiceError {
   const list = assets.map((a) => `${a.asset} (${a.symbol})`).join(', ');
-  return new ServiceError('NOT_FOUND', `Asset '${asked}' not found: use one of ${list}, by id or ticker (GET /api/v1/assets lists them)`, {
-    assets: assets.map((a) => a.asset),
-  });
+  return new ServiceError(
+    'NOT_FOUND',
+    `Asset '${asked}' not found: use one of ${list}, by id or ticker (GET /api/v1/assets and the MCP tool get_assets list them)`,
+    {
+      assets: assets.map((a) => a.asset),
+    },
+  );
 }
 
 /**

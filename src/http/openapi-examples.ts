@@ -686,7 +686,7 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   NOT_FOUND: {
     code: 'NOT_FOUND',
     message:
-      "Asset 'dogwifhat' not found: use one of bitcoin (BTC), ethereum (ETH), ripple (XRP), binancecoin (BNB), solana (SOL), dogecoin (DOGE), cardano (ADA), hyperliquid (HYPE), chainlink (LINK), avalanche-2 (AVAX), litecoin (LTC), by id or ticker (GET /api/v1/assets lists them)",
+      "Asset 'dogwifhat' not found: use one of bitcoin (BTC), ethereum (ETH), ripple (XRP), binancecoin (BNB), solana (SOL), dogecoin (DOGE), cardano (ADA), hyperliquid (HYPE), chainlink (LINK), avalanche-2 (AVAX), litecoin (LTC), by id or ticker (GET /api/v1/assets and the MCP tool get_assets list them)",
     details: {
       assets: [
         'bitcoin',

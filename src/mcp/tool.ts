@@ -137,7 +137,16 @@ export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: u
     ctx.onLimits?.(metered.limits);
     if (metered.error) return failure(metered.error);
     const out = await op.run(ctx.services, caller, input as never);
-    return { structuredContent: out.value as Record<string, unknown>, content: [{ type: 'text', text: tool.summary(out.value) }] };
+    // A summary to read (stale inputs and gaps included), then the serialized JSON: the MCP
+    // specification (tools, "Structured Content") asks a tool with structured content to return
+    // it as text as well, for clients that hand the model `content` only.
+    return {
+      structuredContent: out.value as Record<string, unknown>,
+      content: [
+        { type: 'text', text: tool.summary(out.value) },
+        { type: 'text', text: JSON.stringify(out.value) },
+      ],
+    };
   } catch (e) {
     if (e instanceof ServiceError) return failure(e);
     ctx.logError?.(loggableError(e), tool.name);

@@ -10,7 +10,10 @@ import type { MarketService } from './market.ts';
 import type { ListedThesis, Thesis, ThesisHealthData, ThesisInputSchema } from './schemas/theses.ts';
 
 function notFound(id: string): ServiceError {
-  return new ServiceError('NOT_FOUND', `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them)`);
+  return new ServiceError(
+    'NOT_FOUND',
+    `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them, as does the dashboard's /account page)`,
+  );
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

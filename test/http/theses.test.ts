@@ -165,7 +165,10 @@ describe('theses', { skip: SKIP }, () => {
       assert.deepEqual(okEnvelope(DeletedThesisSchema).parse(del.body).data, { id: t.id, deleted: true });
       const get = await h.request('GET', `/api/v1/thesis/${t.id}`, { token: owner.key });
       expectError(get, 404, 'NOT_FOUND');
-      assert.equal(get.body.error.message, `Thesis '${t.id}' not found among your theses (GET /api/v1/thesis lists them)`);
+      assert.equal(
+        get.body.error.message,
+        `Thesis '${t.id}' not found among your theses (GET /api/v1/thesis lists them, as does the dashboard's /account page)`,
+      );
       expectError(await h.request('GET', `/api/v1/thesis/${t.id}/health`, { token: owner.key }), 404, 'NOT_FOUND');
       expectError(await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key }), 404, 'NOT_FOUND');
       const list = (await h.request('GET', '/api/v1/thesis', { token: owner.key })).body.data.theses;
@@ -374,7 +377,7 @@ describe('theses', { skip: SKIP }, () => {
           expectError(r, 404, 'NOT_FOUND');
           assert.equal(
             r.body.error.message,
-            `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them)`,
+            `Thesis '${id}' not found among your theses (GET /api/v1/thesis lists them, as does the dashboard's /account page)`,
             `${method} ${path}`,
           );
         }
@@ -395,7 +398,7 @@ describe('theses', { skip: SKIP }, () => {
           expectError(r, 404, 'NOT_FOUND');
           assert.equal(
             r.body.error.message,
-            `Thesis '${t.id}' not found among your theses (GET /api/v1/thesis lists them)`,
+            `Thesis '${t.id}' not found among your theses (GET /api/v1/thesis lists them, as does the dashboard's /account page)`,
             `${method} ${path}`,
           );
         }

@@ -150,6 +150,12 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
         path: '/api/v1/signal-history/bitcoin?days=365&limit=20',
         schema: HistoryDataSchema,
       },
+      {
+        tool: 'get_signal_history',
+        args: { asset: 'bitcoin', days: 365, limit: 20, end: '2022-06-30' },
+        path: '/api/v1/signal-history/bitcoin?days=365&limit=20&end=2022-06-30',
+        schema: HistoryDataSchema,
+      },
       { tool: 'get_thesis_health', args: { thesis_id: thesisId }, path: `/api/v1/thesis/${thesisId}/health`, schema: ThesisHealthSchema },
     ];
     for (const k of cases) {
@@ -167,6 +173,18 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
         assert.deepEqual(sc, restRes.body.data, `${k.tool} ${JSON.stringify(k.args)}`);
       }
       k.schema.parse(sc);
+      // The same data serialized as a second text block (MCP tools, "Structured Content").
+      const json = r.content[1];
+      assert.ok(json && json.type === 'text', `${k.tool} has the JSON as text`);
+      assert.deepEqual(JSON.parse(json.text), sc);
+      // The summary does not hide stale inputs or missing chain metrics.
+      const summary = (text as { text: string }).text;
+      const entries = [sc, ...((sc.chains as Record<string, unknown>[] | undefined) ?? [])];
+      for (const e of entries) {
+        if (e.stale === true) assert.match(summary, /STALE: /, `${k.tool} ${JSON.stringify(k.args)}`);
+        for (const m of (e.missing_metrics as { metric: string }[] | undefined) ?? [])
+          assert.ok(summary.includes(`${m.metric} (`), m.metric);
+      }
     }
     await c.close();
   });

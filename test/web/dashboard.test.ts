@@ -162,6 +162,8 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     // Deleting it, with a confirmation: a message says so and takes the keyboard focus (the
     // list that held the Delete button is re-rendered).
     const id = await thesis.getAttribute('data-thesis-id');
+    // Shown for MCP clients (get_thesis_health takes it).
+    assert.equal(await thesis.locator('.thesis-id code').textContent(), id);
     await thesis.getByRole('button', { name: /Delete thesis/ }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
     await page.waitForFunction((t) => !document.querySelector(`[data-thesis-id="${t}"]`), id);

@@ -14,7 +14,7 @@ export const getSignalHistoryTool = defineTool({
   summary(d: HistoryData): string {
     const head = `${d.entries.length} signal changes of ${d.asset} from ${d.from} to ${d.to} (${d.days} days, limit ${d.limit})`;
     return [
-      head + (d.entries.length ? ':' : '.'),
+      head + (d.entries.length ? ':' : `. No change in this window: the level held throughout; ask for more days, or an earlier end.`),
       ...d.entries.map(
         (e) => `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd})`,
       ),

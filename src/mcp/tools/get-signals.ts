@@ -32,7 +32,7 @@ const SERVED_FACTORS = FACTOR_ORDER.filter((f) => CURRENT_MODEL.weights[f] > 0)
 export const getSignalsTool = defineTool({
   name: 'get_signals',
   title: 'Trading signals',
-  description: `Current trading signal (strong_buy, buy, neutral, sell, strong_sell) of model ${CURRENT_MODEL.version} with composite score (-1..1), confidence, price and 24h/7d change, for one asset or for all supported assets. Set include_factors to get the explained breakdown (${SERVED_FACTORS}), whose contributions sum to the score. Same data as GET /api/v1/signals and /signals/{asset}.`,
+  description: `Current trading signal (strong_buy, buy, neutral, sell, strong_sell) of model ${CURRENT_MODEL.version} with composite score (-1..1), confidence (0..1), price in USD and 24h/7d change in %, for one asset or for all supported assets. Set include_factors to get the explained breakdown (${SERVED_FACTORS}), whose contributions sum to the score. Same data as GET /api/v1/signals and /signals/{asset}.`,
   input: z.object({
     asset: AssetArg.optional().describe('One asset id or ticker; omit for all assets'),
     include_factors: z.boolean().default(false).describe('Add the factor breakdown'),
@@ -46,12 +46,19 @@ export const getSignalsTool = defineTool({
     if ('signals' in d && Array.isArray(d.signals)) {
       const s = d as SignalsData;
       const asOf = s.signals[0]?.as_of ?? 'n/a';
-      return [`Signals of ${s.signals.length} assets as of ${asOf}:`, ...s.signals.map((e) => `- ${signalLine(e)}`)].join('\n');
+      return [
+        `Signals of ${s.signals.length} assets as of ${asOf}:`,
+        ...s.signals.map((e) => `- ${signalLine(e)}`),
+        ...(s.unavailable.length ? [`Not served as current: ${s.unavailable.map((u) => `${u.asset} (${u.reason})`).join('; ')}`] : []),
+      ].join('\n');
     }
     const e = d as SignalEntry;
     const factors = e.factors
       ? `\nFactors: ${e.factors.map((f) => `${f.name} ${f.contribution >= 0 ? '+' : ''}${f.contribution.toFixed(3)}`).join(', ')}`
       : '';
-    return `${e.name}: ${signalLine(e)}; since ${e.since}, as of ${e.as_of}.${factors}`;
+    const missing = e.missing_factors?.length
+      ? `\nWithout data (not invented): ${e.missing_factors.map((m) => `${m.name} (${m.reason})`).join('; ')}`
+      : '';
+    return `${e.name}: ${signalLine(e)} Since ${e.since}, as of ${e.as_of}. ${e.level_rule.explanation}${factors}${missing}`;
   },
 });

@@ -94,7 +94,7 @@ export const SignalEntrySchema = z.object({
   since: Day.describe('Day the current signal value began'),
   as_of: Day.describe('Day of the newest data used'),
   ...Stale,
-  model_version: z.string().describe("The signal model that produced this signal (e.g. 'signals-v2'; docs/methodology.md)"),
+  model_version: z.string().describe("The signal model that produced this signal (e.g. 'signals-v3'; docs/methodology.md)"),
   level_rule: LevelRuleSchema,
   factors: z.array(FactorSchema).optional().describe('With include_factors=true'),
   missing_factors: z.array(MissingFactorSchema).optional().describe('With include_factors=true: factors without data, not invented'),

@@ -1160,6 +1160,8 @@ function thesesSection(assets) {
             `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · ` +
               (t.horizon_days === null ? 'no horizon' : `horizon ${t.horizon_days} d`),
           ),
+          // The id an MCP client asks get_thesis_health for.
+          h('p', { class: 'small muted thesis-id' }, 'Id (for get_thesis_health): ', h('code', { text: t.id })),
           health?.horizon
             ? h('p', {
                 class: `small horizon${health.horizon.passed ? ' alert' : ''}`,
