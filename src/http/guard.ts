@@ -13,6 +13,7 @@ import {
   type Policy,
   QUERY_CREDENTIAL_MESSAGE,
   queryCredential,
+  unknownRouteCredential,
 } from '../services/access.ts';
 import { sendServiceError, type AsOf } from './envelope.ts';
 
@@ -108,7 +109,8 @@ export function createGuard(
       return;
     }
     const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
-    const auth = access.authenticate(req.headers.authorization, policy, req.ip);
+    const header = req.is404 ? unknownRouteCredential(req.headers.authorization) : req.headers.authorization;
+    const auth = access.authenticate(header, policy, req.ip);
     if (auth instanceof Promise) auth.then((a) => authenticated(req, reply, policy, a, done)).catch(done);
     else authenticated(req, reply, policy, auth, done);
   };

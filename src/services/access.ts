@@ -33,6 +33,17 @@ export interface Policy {
   readonly quota: 'tier' | 'user' | 'none' | 'dashboard';
 }
 
+/**
+ * The `Authorization` header read on a path with no route (a 404 counted like PUBLIC): an API
+ * key is kept (a bad key is still refused, and its tier's headers are the caller's), anything
+ * else, such as a signed-in user's JWT sent to a mistyped path, is dropped so that the caller
+ * gets the 404 it needs instead of a 401 that counts against its address's failed-auth budget.
+ */
+export function unknownRouteCredential(header: string | undefined): string | undefined {
+  const token = header ? BEARER.exec(header)?.[1] : undefined;
+  return token && looksLikeApiKey(token) ? header : undefined;
+}
+
 /** Anyone; an API key raises the tier. */
 export const PUBLIC: Policy = { name: 'public', quota: 'tier' };
 /** Anyone, counting nothing (the OpenAPI document; the MCP transport before a tool runs). */

@@ -172,6 +172,16 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     assert.equal(unknown.status, 404);
   });
 
+  test("a signed-in user's JWT on a mistyped /api/v1 path gets the 404, not a 401 (no failed-auth count); a bad API key is still refused", async () => {
+    const jwt = await h.jwt('typo-user');
+    const typo = await h.request('GET', '/api/v1/key', { token: jwt });
+    assert.equal(typo.status, 404, typo.raw);
+    assert.equal(typo.body.error.code, 'NOT_FOUND');
+    assert.equal(typo.headers['x-service-tier'], 'unauthenticated');
+    const badKey = await h.request('GET', '/api/v1/key', { token: 'svc_live_0000000000000000000000000000000000000000' });
+    assert.equal(badKey.status, 401, badKey.raw);
+  });
+
   test('a browser navigating to a page that does not exist gets an HTML 404 with links; API clients keep the JSON envelope', async () => {
     const html = { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' };
     const page = await h.request('GET', '/asset/', { headers: html });
