@@ -33,6 +33,22 @@ export type ThesisConditionKind = (typeof THESIS_CONDITION_KINDS)[number];
 export type ThesisDirection = (typeof THESIS_DIRECTIONS)[number];
 export type ThesisStatus = (typeof THESIS_STATUSES)[number];
 
+/**
+ * The scale of each numeric metric, [min, max] (null: unbounded on that side), inclusive
+ * unless `open`: RSI-14, Fear & Greed and the chain health score are 0..100 by construction,
+ * the signal score −1..1, a price positive, a 7-day change at least −100 %; the funding rate
+ * may take any sign and size. A condition's value outside its scale could never hold, or
+ * would always hold (ThesisInputSchema refuses it).
+ */
+export const THESIS_METRIC_SCALES: Partial<Record<ThesisMetric, { min: number | null; max: number | null; open?: 'min' }>> = {
+  price_usd: { min: 0, max: null, open: 'min' },
+  change_7d_pct: { min: -100, max: null },
+  rsi_14: { min: 0, max: 100 },
+  signal_score: { min: -1, max: 1 },
+  fear_greed: { min: 0, max: 100 },
+  chain_health_score: { min: 0, max: 100 },
+};
+
 /** Ordinal scales of the categorical metrics, so lt/gt work on them (sell < buy, bear < bull). */
 export const SIGNAL_ORDER: readonly SignalLevel[] = ['strong_sell', 'sell', 'neutral', 'buy', 'strong_buy'];
 export const REGIME_ORDER: readonly RegimeLevel[] = ['bear', 'neutral', 'bull'];

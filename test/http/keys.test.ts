@@ -142,7 +142,15 @@ describe('API keys', { skip: SKIP }, () => {
       assert.match(extra.body.error.message, /tier/);
       const id = await call('POST', '/api/v1/keys/revoke', jwt, { key_id: 'not-a-uuid' });
       expectError(id, 400, 'INVALID_PARAMETER');
-      assert.match(id.body.error.message, /key_id/);
+      assert.match(id.body.error.message, /^Invalid body field 'key_id': must be the id of a key, a UUID from GET \/api\/v1\/keys$/);
+      const none = await call('POST', '/api/v1/keys/revoke', jwt, {});
+      assert.match(none.body.error.message, /^Invalid body field 'key_id': required: the id of the key to revoke/);
+      // The key itself instead of its id: told so, and the key is not echoed.
+      const full = (await h.createKey(jwt, 'pasted')).key;
+      const pasted = await call('POST', '/api/v1/keys/revoke', jwt, { key_id: full });
+      expectError(pasted, 400, 'INVALID_PARAMETER');
+      assert.match(pasted.body.error.message, /this is the key itself: give its id instead/);
+      assert.ok(!JSON.stringify(pasted.body).includes(full.slice(9)), 'the key is not echoed');
       // An unknown (well-formed) id is 404, as another user's.
       expectError(await call('POST', '/api/v1/keys/revoke', jwt, { key_id: '00000000-0000-4000-8000-000000000000' }), 404, 'NOT_FOUND');
     });

@@ -258,6 +258,42 @@ describe('theses', { skip: SKIP }, () => {
         { ...VALID, asset: 'link', conditions: [{ metric: 'funding_rate', operator: 'gt', value: 0.001, kind: 'invalidation' }] },
         /conditions\.0\.metric'.*LINK has no funding-rate data as of 2025-09-30/,
       ],
+      // Values off a metric's scale could never hold or would always hold.
+      [
+        'an RSI above 100',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 150 }] },
+        /^Invalid body field 'conditions\.0\.value': 150 is outside the scale of 'rsi_14' \(from 0 to 100\): give a value from 0 to 100$/,
+      ],
+      [
+        'a Fear & Greed value above 100',
+        { ...VALID, conditions: [{ metric: 'fear_greed', operator: 'gt', value: 1000 }] },
+        /conditions\.0\.value'.*outside the scale of 'fear_greed'/,
+      ],
+      [
+        'a signal score above 1',
+        { ...VALID, conditions: [{ metric: 'signal_score', operator: 'gt', value: 5 }] },
+        /conditions\.0\.value'.*from -1 to 1/,
+      ],
+      [
+        'a negative price',
+        { ...VALID, conditions: [{ metric: 'price_usd', operator: 'lt', value: -1 }] },
+        /conditions\.0\.value'.*give a value above 0/,
+      ],
+      [
+        'a 7-day fall beyond -100 %',
+        { ...VALID, conditions: [{ metric: 'change_7d_pct', operator: 'lt', value: -150 }] },
+        /conditions\.0\.value'.*at least -100/,
+      ],
+      [
+        'a regime above bull',
+        { ...VALID, conditions: [{ metric: 'regime', operator: 'gt', value: 'bull' }] },
+        /conditions\.0\.operator'.*regime gt bull would never hold \(the scale runs bear < neutral < bull\)/,
+      ],
+      [
+        'a signal at or above strong_sell',
+        { ...VALID, conditions: [{ metric: 'signal', operator: 'gte', value: 'strong_sell' }] },
+        /conditions\.0\.operator'.*would always hold/,
+      ],
       [
         'a condition with an unknown kind',
         { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, kind: 'fatal' }] },

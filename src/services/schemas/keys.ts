@@ -11,7 +11,17 @@ export const CreateKeyInput = z
 /** Body of POST /keys/revoke. */
 export const RevokeKeyInput = z
   .object({
-    key_id: z.uuid({ error: 'must be a UUID' }).describe('The id of the key to revoke (from GET /keys)'),
+    key_id: z
+      .uuid({
+        // Never echoes the input: a pasted full key must not come back in an error.
+        error: (iss) =>
+          iss.input === undefined
+            ? 'required: the id of the key to revoke, a UUID from GET /api/v1/keys'
+            : typeof iss.input === 'string' && iss.input.startsWith('svc_live_')
+              ? 'this is the key itself: give its id instead, the UUID that GET /api/v1/keys lists beside its prefix'
+              : 'must be the id of a key, a UUID from GET /api/v1/keys',
+      })
+      .describe('The id of the key to revoke (from GET /keys)'),
   })
   .strict();
 

@@ -1,5 +1,14 @@
 import { z } from 'zod';
-import { THESIS_CONDITION_KINDS, THESIS_DIRECTIONS, THESIS_METRICS, THESIS_OPERATORS, THESIS_STATUSES } from '../../engine/thesis.ts';
+import {
+  REGIME_ORDER,
+  SIGNAL_ORDER,
+  THESIS_CONDITION_KINDS,
+  THESIS_DIRECTIONS,
+  THESIS_METRIC_SCALES,
+  THESIS_METRICS,
+  THESIS_OPERATORS,
+  THESIS_STATUSES,
+} from '../../engine/thesis.ts';
 import { RegimeLevel, SignalLevel, safeText } from './common.ts';
 
 /** Schemas of theses: the POST /thesis body, a stored thesis, the list, and the health evaluation. */
@@ -26,9 +35,34 @@ export const ConditionInputSchema = z
     if (levels) {
       if (typeof c.value !== 'string' || !levels.includes(c.value)) {
         ctx.addIssue({ code: 'custom', path: ['value'], message: `must be one of ${levels.join(', ')} for metric '${c.metric}'` });
+        return;
       }
+      // On the ordinal scale, past either end a comparison never holds or always holds.
+      const order = c.metric === 'signal' ? SIGNAL_ORDER : REGIME_ORDER;
+      const [low, high] = [order[0]!, order.at(-1)!];
+      const never = (c.operator === 'gt' && c.value === high) || (c.operator === 'lt' && c.value === low);
+      const always = (c.operator === 'gte' && c.value === low) || (c.operator === 'lte' && c.value === high);
+      if (never || always)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['operator'],
+          message: `${c.metric} ${c.operator} ${c.value} would ${never ? 'never' : 'always'} hold (the scale runs ${order.join(' < ')}): use eq, neq or another level`,
+        });
     } else if (typeof c.value !== 'number') {
       ctx.addIssue({ code: 'custom', path: ['value'], message: `must be a number for metric '${c.metric}'` });
+    } else {
+      const s = THESIS_METRIC_SCALES[c.metric];
+      if (!s) return;
+      const below = s.min !== null && (s.open === 'min' ? c.value <= s.min : c.value < s.min);
+      const above = s.max !== null && c.value > s.max;
+      if (below || above) {
+        const scale = s.max === null ? `${s.open === 'min' ? 'above' : 'at least'} ${s.min}` : `from ${s.min} to ${s.max}`;
+        ctx.addIssue({
+          code: 'custom',
+          path: ['value'],
+          message: `${c.value} is outside the scale of '${c.metric}' (${scale}): give a value ${scale}`,
+        });
+      }
     }
   });
 
