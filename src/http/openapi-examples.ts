@@ -645,6 +645,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
     evaluated_at: '2025-09-30T12:00:00.000Z',
     as_of: '2025-09-30',
+    stale: false,
+    stale_reason: null,
   },
   deleteThesis: {
     id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',

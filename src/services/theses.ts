@@ -149,25 +149,36 @@ export class ThesisService {
    * The current values of the condition metrics for an asset, from the same service data as
    * the REST endpoints: signal entry (price, 7-day change, score, rsi and funding-rate
    * factors), the BTC regime and Fear & Greed, and the chain health score of the asset's
-   * chain. A value the data lacks is null.
+   * chain. A value the data lacks is null. `stale_reason` joins the stale reasons of the
+   * answers read (GET /signals/{asset}, /regime, /chain-health/{chain}); null when all are fresh.
    */
-  snapshot(asset: string): { snapshot: ThesisSnapshot; as_of: string } {
+  snapshot(asset: string): { snapshot: ThesisSnapshot; as_of: string; stale_reason: string | null } {
     const s = this.market.signal(asset, true).value;
     const factor = (name: string): number | null => {
       const v = s.factors?.find((f) => f.name === name)?.value;
       return typeof v === 'number' ? v : null;
     };
+    const reasons = new Set<string>();
+    const note = (x: { stale: boolean; stale_reason: string | null }) => {
+      if (x.stale && x.stale_reason) for (const part of x.stale_reason.split('; ')) reasons.add(part);
+    };
+    note(s);
     let regime: ThesisSnapshot['regime'] = null;
     let fearGreed: number | null = null;
     try {
       const r = this.market.regime().value;
+      note(r);
       regime = r.regime;
       fearGreed = r.conditions.fear_greed?.value ?? null;
     } catch {
       // No BTC data at the as-of day: regime and Fear & Greed stay null (reported as unevaluable).
     }
     let chainScore: number | null = null;
-    if (resolveChain(asset)) chainScore = this.market.chainHealthOf(asset).value.score ?? null;
+    if (resolveChain(asset)) {
+      const c = this.market.chainHealthOf(asset).value;
+      note(c);
+      chainScore = c.score ?? null;
+    }
     return {
       snapshot: {
         price_usd: s.price_usd,
@@ -181,6 +192,7 @@ export class ThesisService {
         chain_health_score: chainScore,
       },
       as_of: s.as_of,
+      stale_reason: reasons.size ? [...reasons].join('; ') : null,
     };
   }
 
@@ -195,7 +207,7 @@ export class ThesisService {
 
   /** The health of a stored thesis against the current data, evaluated at `now`. */
   #evaluate(t: Thesis, now: Date): ThesisHealthData {
-    const { snapshot, as_of } = this.snapshot(t.asset);
+    const { snapshot, as_of, stale_reason } = this.snapshot(t.asset);
     const h = evaluateThesis(
       {
         direction: t.direction,
@@ -222,6 +234,8 @@ export class ThesisService {
       current: snapshot,
       evaluated_at: now.toISOString(),
       as_of,
+      stale: stale_reason !== null,
+      stale_reason,
     };
   }
 }

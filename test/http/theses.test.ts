@@ -131,6 +131,14 @@ describe('theses', { skip: SKIP }, () => {
         passed: false,
       });
       assert.ok(health.horizon!.days_left >= 89 && health.horizon!.days_left <= 91, String(health.horizon!.days_left));
+      // The staleness of the answers it read is carried through: the ETH signal's (its chain
+      // TVL lags at the bundled as-of day) and the ETH chain health's.
+      const signal = (await h.request('GET', '/api/v1/signals/eth', { token: owner.key })).body.data;
+      const chain = (await h.request('GET', '/api/v1/chain-health/eth', { token: owner.key })).body.data;
+      assert.equal(signal.stale, true, 'the bundled ETH signal has a stale input');
+      assert.equal(health.stale, true);
+      for (const part of [signal.stale_reason, chain.stale_reason].filter(Boolean).flatMap((x: string) => x.split('; ')))
+        assert.ok(health.stale_reason!.includes(part), part);
       const none = (await create({ ...VALID, horizon_days: null })).body.data;
       const noHorizon = (await h.request('GET', `/api/v1/thesis/${none.id}/health`, { token: owner.key })).body.data;
       assert.equal(noHorizon.horizon, null);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { getThesisHealth } from '../../services/operations/theses.ts';
 import { ThesisHealthSchema, type ThesisHealthData } from '../../services/schemas/theses.ts';
 import { defineTool } from '../tool.ts';
+import { staleNote } from './format.ts';
 
 /** get_thesis_health: getThesisHealth (API key; owner only). */
 export const getThesisHealthTool = defineTool({
@@ -25,6 +26,6 @@ export const getThesisHealthTool = defineTool({
     const unevaluable = h.unevaluable_conditions.length
       ? ` Not evaluated (no data): ${h.unevaluable_conditions.map((c) => `${c.metric} (${c.reason})`).join('; ')}.`
       : '';
-    return `Thesis ${h.thesis_id} (${h.direction} ${h.asset}): ${h.status}, health ${h.health_score ?? 'n/a'}/100, action required: ${h.action_required ? 'yes' : 'no'}${hits ? ` (${hits})` : ''}${trig}. As of ${h.as_of}.${horizon}${unevaluable}`;
+    return `Thesis ${h.thesis_id} (${h.direction} ${h.asset}): ${h.status}, health ${h.health_score ?? 'n/a'}/100, action required: ${h.action_required ? 'yes' : 'no'}${hits ? ` (${hits})` : ''}${trig}. As of ${h.as_of}.${staleNote(h)}${horizon}${unevaluable}`;
   },
 });

@@ -177,6 +177,10 @@ export const ThesisHealthSchema = z.object({
     .describe('The metric values the conditions were evaluated against'),
   evaluated_at: z.string().describe('Wall-clock time of the evaluation, ISO 8601 UTC'),
   as_of: z.string().describe('Day of the market data used'),
+  stale: z
+    .boolean()
+    .describe("True when an input of `current` is older than its cadence allows (the asset's signal, the regime, its chain health)"),
+  stale_reason: z.string().nullable().describe('Which inputs are stale and since when, as those answers give it; null when fresh'),
 });
 /** `data` of GET /thesis/{id}/health. */
 export type ThesisHealthData = z.infer<typeof ThesisHealthSchema>;

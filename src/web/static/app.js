@@ -1182,6 +1182,7 @@ function thesesSection(assets) {
                   h('strong', { text: health.health_score === null ? 'not evaluable' : `${num(health.health_score, 0)} / 100` }),
                   ` (${health.status}), as of ${health.as_of}`,
                 ),
+                health.stale ? h('p', { class: 'stale small', text: `Stale inputs: ${health.stale_reason}` }) : null,
                 health.triggered_conditions.length
                   ? h(
                       'div',
