@@ -251,7 +251,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       },
       avg_gas_price_gwei: {
         value: 1.5745,
-        change_7d: 0.44199999999999995,
+        change_7d: 0.442,
         change_7d_pct: 39.0287,
         as_of: '2025-09-30',
         stale: false,

@@ -449,7 +449,9 @@ export class MarketService {
         if (reason) reasons.push(reason);
         metrics[m] = {
           value: v.value,
-          change_7d: v.change_7d,
+          // The difference of two decimals carries binary noise (0.442 read as 0.44199999999999995):
+          // 12 significant digits keep every digit the dataset's values have.
+          change_7d: v.change_7d === null ? null : Number(v.change_7d.toPrecision(12)),
           change_7d_pct: v.change_7d_pct === null ? null : round(v.change_7d_pct, 4),
           as_of: v.as_of,
           stale: reason !== null,

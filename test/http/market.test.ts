@@ -273,6 +273,11 @@ describe('chains', { skip: SKIP }, () => {
         assert.equal(tx.value, Number(last.transactions));
         assert.equal(tx.as_of, last.date);
         assert.equal(tx.change_7d, Number(last.transactions) - Number(base.transactions));
+        // A delta of decimals reads as the dataset's digits, without binary noise.
+        const significant = (x: number) => String(Math.abs(x)).replace(/e.*$/, '').replace('.', '').replace(/^0+/, '').length;
+        const deltas = Object.entries(env.data.metrics).filter(([, m]) => m.change_7d !== null);
+        assert.ok(deltas.length >= 3);
+        for (const [name, m] of deltas) assert.ok(significant(m.change_7d!) <= 12, `${name} ${m.change_7d}`);
         // A metric with no data is present with value null (stable shape).
         assert.equal(env.data.metrics.dex_volume!.value, null);
         // TVL stopped on 2025-08-02: its value carries its own as_of.
