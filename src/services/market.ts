@@ -607,7 +607,25 @@ export class MarketService {
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
     const to = end ?? this.asOf;
     const from = addDays(to, -(days - 1));
-    const entries = await this.history.listChanges(a.asset, from, to, limit, CURRENT_MODEL.version);
-    return fresh<HistoryData>({ asset: a.asset, days, limit, from, to, model_version: CURRENT_MODEL.version, entries });
+    // Nothing is stored before 1970 (and PostgreSQL has no year 0): such a window is empty.
+    const EPOCH = '1970-01-01';
+    if (to < EPOCH)
+      return fresh<HistoryData>({
+        asset: a.asset,
+        days,
+        limit,
+        from,
+        to,
+        next_end: null,
+        model_version: CURRENT_MODEL.version,
+        entries: [],
+      });
+    const entries = await this.history.listChanges(a.asset, from < EPOCH ? EPOCH : from, to, limit, CURRENT_MODEL.version);
+    // The next page ends the day before this one's oldest entry (a full page) or its window;
+    // null when no older change is stored, so a client paging back knows it has them all.
+    const before = addDays(entries.length === limit ? entries.at(-1)!.changed_at : from, -1);
+    const older = before < EPOCH ? [] : await this.history.listChanges(a.asset, EPOCH, before, 1, CURRENT_MODEL.version);
+    const next_end = older.length > 0 ? before : null;
+    return fresh<HistoryData>({ asset: a.asset, days, limit, from, to, next_end, model_version: CURRENT_MODEL.version, entries });
   }
 }

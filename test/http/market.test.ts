@@ -409,24 +409,37 @@ describe('signal history', { skip: SKIP }, () => {
         assert.equal(year.to, '2022-06-30');
         assert.ok(year.entries.length >= 3, `${year.entries.length} changes`);
         assert.ok(year.entries.every((e) => e.changed_at >= '2021-07-01' && e.changed_at <= '2022-06-30'));
-        // Two at a time, each page ending the day before the previous page's oldest entry.
+        // Two at a time with next_end: the same changes, in order, then on to older windows.
         const paged: string[] = [];
-        let end = '2022-06-30';
-        while (paged.length < year.entries.length) {
-          const page = await hist(`days=365&limit=2&end=${end}`);
-          const inYear = page.entries.filter((e) => e.changed_at >= '2021-07-01');
-          paged.push(...inYear.map((e) => e.changed_at));
-          if (inYear.length < page.entries.length || page.entries.length === 0) break;
-          const oldest = page.entries.at(-1)!.changed_at;
-          end = new Date(Date.parse(`${oldest}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+        let end: string | null = '2022-06-30';
+        while (end !== null && end >= '2021-07-01') {
+          const page: typeof year = await hist(`days=365&limit=2&end=${end}`);
+          paged.push(...page.entries.filter((e) => e.changed_at >= '2021-07-01').map((e) => e.changed_at));
+          end = page.next_end;
         }
         assert.deepEqual(
           paged,
           year.entries.map((e) => e.changed_at),
         );
-        // Before the data: an empty window, not an error.
+        // Paging to the start: the whole stored history, then next_end null.
+        let all = 0;
+        let pages = 0;
+        for (let e: string | null = '2025-09-30'; e !== null; pages++) {
+          const page: typeof year = await hist(`days=365&limit=200&end=${e}`);
+          all += page.entries.length;
+          e = page.next_end;
+          assert.ok(pages < 20, 'paging ends');
+        }
+        const stored = await h.svc.repos.history.listChanges('bitcoin', '1970-01-01', '2025-09-30', 10_000, 'signals-v3');
+        assert.equal(all, stored.length);
+        // Before the data: an empty window and nothing older, not an error.
         const before = await hist('end=2015-01-31');
         assert.deepEqual(before.entries, []);
+        assert.equal(before.next_end, null);
+        for (const q of ['end=0001-01-01&days=365', 'end=1970-06-01&days=365']) {
+          const early = await hist(q);
+          assert.deepEqual([early.entries, early.next_end], [[], null], q);
+        }
       });
 
       test('the api tier reads the history too', async () => {

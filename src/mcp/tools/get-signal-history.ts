@@ -7,17 +7,18 @@ export const getSignalHistoryTool = defineTool({
   name: 'get_signal_history',
   title: 'Signal history',
   description:
-    "Past changes of an asset's signal, newest first, each with the factor snapshot computed point-in-time from the data of that day; end pages back to older windows. Needs a Pro or API tier key. Same data as GET /api/v1/signal-history/{asset}.",
+    "Past changes of an asset's signal, newest first, each with the factor snapshot computed point-in-time from the data of that day; end pages back to older windows (each answer's next_end is the next page's end, null at the start of the history). Needs a Pro or API tier key. Same data as GET /api/v1/signal-history/{asset}.",
   input: getSignalHistory.input,
   output: HistoryDataSchema,
   route: (a) => ({ op: getSignalHistory, input: a }),
   summary(d: HistoryData): string {
     const head = `${d.entries.length} signal changes of ${d.asset} from ${d.from} to ${d.to} (${d.days} days, limit ${d.limit})`;
     return [
-      head + (d.entries.length ? ':' : `. No change in this window: the level held throughout; ask for more days, or an earlier end.`),
+      head + (d.entries.length ? ':' : '. No change in this window.'),
       ...d.entries.map(
         (e) => `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd})`,
       ),
+      d.next_end ? `Older changes are stored: call again with end=${d.next_end}.` : 'No older change is stored.',
     ].join('\n');
   },
 });

@@ -121,7 +121,7 @@ export const listAssets = defineOperation({
 
 /** `end` of the signal history: the window's last day. */
 export const HistoryEnd = InputDay.describe(
-  'Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with the day before the oldest entry',
+  'Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with next_end from the previous answer',
 );
 
 export const getSignalHistory = defineOperation({
@@ -129,7 +129,7 @@ export const getSignalHistory = defineOperation({
   tag: 'signals',
   summary: 'Historical signal changes (Pro or API tier)',
   description:
-    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day, in the `days` days ending at `end` (default: the as-of day). To page back, set `end` to the day before the oldest entry (or before `from` when there are fewer than `limit`). Needs an API key of the pro or api tier.',
+    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day, in the `days` days ending at `end` (default: the as-of day). To page back, ask again with `end` = `next_end` until it is null. Needs an API key of the pro or api tier.',
   policy: apiKey(HISTORY_TIERS),
   errors: ['NOT_FOUND'],
   input: z.object({
