@@ -123,6 +123,24 @@ function signalSeriesOf(state: MarketState, model: SignalModel): Map<string, Sig
 }
 
 /**
+ * A `source` string as of `day`: each part (`; `-separated) with a date range `A..B` is cut to
+ * `A..day` when B is later, and left out when A is later; parts without a range stay. E.g.
+ * `data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; Wilder RSI-14 of daily closes`
+ * as of 2021-05-04 reads `... 2018-03-17..2021-05-04; Wilder RSI-14 of daily closes`.
+ */
+export function sourceUpTo(source: string, day: string): string {
+  return source
+    .split('; ')
+    .flatMap((part) => {
+      const m = /(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})/.exec(part);
+      if (!m) return [part];
+      if (m[1]! > day) return [];
+      return [m[2]! > day ? part.replace(m[0], `${m[1]}..${day}`) : part];
+    })
+    .join('; ');
+}
+
+/**
  * The market-intelligence service layer shared by REST and MCP: signals, regime, chain
  * health, chain metrics, assets and signal history, all computed point-in-time from the
  * provider's data as of one UTC day. Whole-history series are computed once at creation;
@@ -620,7 +638,9 @@ export class MarketService {
         model_version: CURRENT_MODEL.version,
         entries: [],
       });
-    const entries = await this.history.listChanges(a.asset, from < EPOCH ? EPOCH : from, to, limit, CURRENT_MODEL.version);
+    const rows = await this.history.listChanges(a.asset, from < EPOCH ? EPOCH : from, to, limit, CURRENT_MODEL.version);
+    // A snapshot was computed from the data up to its day: its sources say so.
+    const entries = rows.map((e) => ({ ...e, factors: e.factors.map((f) => ({ ...f, source: sourceUpTo(f.source, e.changed_at) })) }));
     // The next page ends the day before this one's oldest entry (a full page) or its window;
     // null when no older change is stored, so a client paging back knows it has them all.
     const before = addDays(entries.length === limit ? entries.at(-1)!.changed_at : from, -1);

@@ -409,6 +409,15 @@ describe('signal history', { skip: SKIP }, () => {
         assert.equal(year.to, '2022-06-30');
         assert.ok(year.entries.length >= 3, `${year.entries.length} changes`);
         assert.ok(year.entries.every((e) => e.changed_at >= '2021-07-01' && e.changed_at <= '2022-06-30'));
+        // A snapshot's sources name the data up to its day, not the file's later rows.
+        for (const e of year.entries) {
+          const days = e.factors.flatMap((f) => f.source.match(/\d{4}-\d{2}-\d{2}/g) ?? []);
+          assert.ok(days.length > 0 && days.every((d) => d <= e.changed_at), `${e.changed_at}: ${days.join(' ')}`);
+          assert.ok(
+            e.factors.some((f) => f.source.includes(`..${e.changed_at}`)),
+            e.factors.map((f) => f.source).join(' | '),
+          );
+        }
         // Two at a time with next_end: the same changes, in order, then on to older windows.
         const paged: string[] = [];
         let end: string | null = '2022-06-30';
