@@ -323,6 +323,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     as_of: '2025-09-30',
     reference_date: '2025-09-30',
     stale_series: 13,
+    empty_series: 10,
     series: [
       {
         series: 'candles:avalanche-2',

@@ -232,6 +232,7 @@ export class MarketService {
         as_of: this.asOf,
         reference_date: ref,
         stale_series: series.filter((x) => x.stale).length,
+        empty_series: series.filter((x) => x.newest_date === null).length,
         series,
       };
     });

@@ -54,6 +54,15 @@ test('an asset whose prices ended early is unavailable, with why; the rest carry
   const status = await svc.app.inject({ method: 'GET', url: '/api/v1/status', remoteAddress: '10.7.0.3' });
   const ada = status.json().data.series.find((s: { series: string }) => s.series === 'candles:cardano');
   assert.deepEqual([ada.newest_date, ada.stale, ada.origin], ['2025-06-01', true, 'bundled']);
+  // Series with no data at all are counted apart: gaps, neither fresh nor stale.
+  const series = status.json().data.series as { series: string; newest_date: string | null; stale: boolean }[];
+  const empty = series.filter((s) => s.newest_date === null);
+  assert.ok(
+    empty.some((s) => s.series === 'metric:eth:dex_volume'),
+    'the bundled ETH DEX volume column is empty',
+  );
+  assert.equal(status.json().data.empty_series, empty.length);
+  assert.equal(status.json().data.stale_series, series.filter((s) => s.stale).length);
   const again = await svc.app.inject({ method: 'GET', url: '/api/v1/status', remoteAddress: '10.7.0.3' });
   assert.equal(again.headers['x-ratelimit-remaining'], status.headers['x-ratelimit-remaining'], '/status counts against no quota');
 });

@@ -260,6 +260,10 @@ export const StatusDataSchema = z.object({
   as_of: Day.describe('Newest day of the data served'),
   reference_date: Day.describe('The day freshness is judged against: yesterday (UTC) live, the as-of day offline'),
   stale_series: z.number().int().describe('How many series are stale'),
+  empty_series: z
+    .number()
+    .int()
+    .describe('How many series hold no data at all (newest_date null): gaps, counted neither as fresh nor as stale'),
   series: z.array(SeriesStatusSchema),
 });
 
