@@ -7,6 +7,11 @@ import { resolveAsOf, type AsOf } from './envelope.ts';
 /** Operation tags whose answers are market data (cacheable); everything else is per-user state. */
 const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
 
+/** Whether an operation's GET answers carry an ETag and may be revalidated (304): market data. */
+export function cacheable(op: Operation): boolean {
+  return MARKET_TAGS.has(op.tag);
+}
+
 /**
  * The `Cache-Control` of an operation's success response at `now`:
  * - market data (tags signals, regime, chains, assets): `public` for public operations asked
@@ -22,7 +27,7 @@ const MARKET_TAGS = new Set(['signals', 'regime', 'chains', 'assets']);
  * In live mode (`live`) new data may arrive at any ingest round, so `max-age` is LIVE_MAX_AGE_S.
  */
 export function cacheControlOf(op: Operation, authorized: boolean, now: Date | number = Date.now(), live = false): string {
-  if (!MARKET_TAGS.has(op.tag)) return 'no-store';
+  if (!cacheable(op)) return 'no-store';
   const scope = op.policy.name === 'public' && !authorized ? 'public' : 'private';
   if (live) return `${scope}, max-age=${LIVE_MAX_AGE_S}`;
   return `${scope}, max-age=${secondsToMidnight(typeof now === 'number' ? now : now.getTime())}`;

@@ -4,6 +4,7 @@ import { globalRegistry, z } from 'zod';
 import { TIERS } from '../auth/tiers.ts';
 import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
 import type { Operation } from '../services/operation.ts';
+import { cacheable } from './caching.ts';
 import { ChainId, RegimeLevel, SignalLevel, TierSchema } from '../services/schemas/common.ts';
 import {
   CreatedKeySchema,
@@ -193,6 +194,20 @@ const HEADERS: Record<string, Json> = {
     schema: { type: 'integer', minimum: 1 },
     example: Number(HEADER_EXAMPLES['retry-after']),
   },
+  'Cache-Control': {
+    description:
+      'Market data: `public` (no credentials) or `private` (keyed), `max-age` until the next 00:00 UTC (300 s in live mode); keys and theses: `no-store`',
+    required: true,
+    schema: { type: 'string' },
+    example: 'public, max-age=3600',
+  },
+  ETag: {
+    description:
+      'Weak entity tag of the data (a SHA-1 of the as-of day and the data: it changes with either); send it back as `If-None-Match` to get a 304',
+    required: true,
+    schema: { type: 'string' },
+    example: 'W/"n4bQgYhMfWWaL-qgxVrQFaO_TdI"',
+  },
   'WWW-Authenticate': {
     description:
       'Bearer challenge (RFC 6750): `Bearer realm="api"` without credentials, with `error="invalid_token"` and the reason otherwise',
@@ -330,10 +345,29 @@ export function finishDocument(doc: Json, operations: readonly Operation[]): Jso
           op.responses[status] = ref('responses', ERROR_RESPONSES[code].name);
         } else if (known && Number(status) < 300) {
           response.description = `${status === '201' ? 'Created' : 'OK'}: ${known.summary[0]!.toLowerCase()}${known.summary.slice(1)}, in the envelope \`{status: "ok", data, meta}\``;
-          response.headers = headerRefs(COMMON_HEADERS);
+          const revalidated = method === 'get' && cacheable(known);
+          response.headers = headerRefs([...COMMON_HEADERS, 'Cache-Control', ...(revalidated ? ['ETag'] : [])]);
           const media = response.content?.['application/json'];
           if (media && SUCCESS_EXAMPLES[known.name] !== undefined)
             media.example = { status: 'ok', data: SUCCESS_EXAMPLES[known.name], meta: EXAMPLE_META };
+          if (revalidated) {
+            // Conditional GET (RFC 9110 section 13.1.2): a matching If-None-Match gets 304, no body.
+            op.parameters = [
+              ...(op.parameters ?? []),
+              {
+                name: 'If-None-Match',
+                in: 'header',
+                required: false,
+                description: 'The ETag of an earlier answer: when the data has not changed, the answer is 304 Not Modified without a body',
+                schema: { type: 'string' },
+              },
+            ];
+            op.responses['304'] = {
+              description:
+                'Not Modified: the data still has the ETag sent in If-None-Match; no body (it counts against the quota like a 200)',
+              headers: headerRefs([...COMMON_HEADERS, 'Cache-Control', 'ETag']),
+            };
+          }
         }
       }
     }

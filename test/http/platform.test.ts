@@ -104,6 +104,20 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     }
     const days = r.body.paths['/api/v1/signal-history/{asset}'].get.parameters.find((p: any) => p.name === 'days');
     assert.equal(days.schema.maximum, 365);
+    // Conditional GET is documented where the service does it: market data, not keys or theses.
+    const signals = r.body.paths['/api/v1/signals'].get;
+    assert.ok(signals.parameters.some((p: any) => p.name === 'If-None-Match' && p.in === 'header'));
+    assert.ok(signals.responses['304'], 'a 304 response');
+    assert.deepEqual(signals.responses['304'].headers.ETag, { $ref: '#/components/headers/ETag' });
+    assert.ok(signals.responses['200'].headers.ETag && signals.responses['200'].headers['Cache-Control']);
+    const keys = r.body.paths['/api/v1/keys'].get;
+    assert.equal(keys.responses['304'], undefined);
+    assert.equal(keys.responses['200'].headers.ETag, undefined);
+    assert.ok(keys.responses['200'].headers['Cache-Control']);
+    // And it is what the service does.
+    const first = await app.inject({ method: 'GET', url: '/api/v1/signals' });
+    const again = await app.inject({ method: 'GET', url: '/api/v1/signals', headers: { 'if-none-match': String(first.headers.etag) } });
+    assert.equal(again.statusCode, 304);
   });
 
   test('/docs serves the API reference from local files (no CDN), with a viewport for phones', async () => {
