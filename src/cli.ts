@@ -87,7 +87,8 @@ async function mcpStdio(cfg: Config): Promise<void> {
       await c.stop().catch(() => {});
       throw err;
     }
-    return { services: c, access: c.access, log: c.log, asOf: c.market.asOf, onClose: () => c.stop() };
+    const database = cfg.DATABASE_URL ? 'DATABASE_URL' : `PGLITE_DIR=${cfg.PGLITE_DIR}`;
+    return { services: c, access: c.access, log: c.log, asOf: c.market.asOf, database, onClose: () => c.stop() };
   })();
   await runStdio(core, process.env[STDIO_KEY_ENV] || undefined, log);
 }

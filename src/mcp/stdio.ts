@@ -16,6 +16,8 @@ export interface StdioDeps {
   access: Access;
   log: Logger;
   asOf: string | null;
+  /** The database in use, in words (`PGLITE_DIR=/path` or `DATABASE_URL`): keys live there. */
+  database: string;
   /** Called once when the client goes away (closes the core). */
   onClose(): Promise<void>;
 }
@@ -42,7 +44,13 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     const auth = await d.access.authenticate(`Bearer ${apiKey}`, PUBLIC_UNMETERED, 'stdio');
     if (auth.ok) return auth.caller;
     if (auth.cause) d.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
-    throw new ServiceError(auth.error.code, `${STDIO_KEY_ENV}: ${auth.error.message}`, auth.error.details);
+    // A well-formed key this database does not know was most likely made by a service on
+    // another database: say which one this process opened.
+    const where =
+      auth.error.details?.reason === 'unknown'
+        ? ` (looked up in the database at ${d.database}: keys live in the database of the service that created them, so give this process the same PGLITE_DIR or DATABASE_URL)`
+        : '';
+    throw new ServiceError(auth.error.code, `${STDIO_KEY_ENV}: ${auth.error.message}${where}`, auth.error.details);
   };
   const context: Promise<ToolContext> = deps.then(async (d) => {
     try {

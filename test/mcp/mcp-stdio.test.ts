@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type CallToolResult, CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { generateKey } from '../../src/auth/api-keys.ts';
 import { ROOT_DIR } from '../../src/config.ts';
 import { createService, type Service } from '../../src/server.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
@@ -191,6 +192,20 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
       assert.match(client.stderr(), /MARKET_INTEL_API_KEY: /);
     } finally {
       await client.close();
+    }
+    // A well-formed key this database does not hold (one from a service on another database):
+    // the message says which database was asked.
+    const elsewhere = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: generateKey().key });
+    try {
+      await assert.rejects(elsewhere.listTools(undefined, SLOW));
+      for (let i = 0; i < 50 && !/same PGLITE_DIR or DATABASE_URL/.test(elsewhere.stderr()); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.match(
+        elsewhere.stderr(),
+        /MARKET_INTEL_API_KEY: Invalid API key svc_live_.{4}\.\.\.: no such key.*looked up in the database at DATABASE_URL/,
+      );
+    } finally {
+      await elsewhere.close();
     }
   });
 });
