@@ -144,7 +144,7 @@ export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: u
       structuredContent: out.value as Record<string, unknown>,
       content: [
         { type: 'text', text: tool.summary(out.value) },
-        { type: 'text', text: JSON.stringify(out.value) },
+        { type: 'text', text: out.json },
       ],
     };
   } catch (e) {
