@@ -148,7 +148,7 @@ export const openApiTransform: typeof zodTransform = (document) => {
 };
 
 type Json = Record<string, any>;
-const ref = (kind: 'schemas' | 'responses' | 'headers', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 
 /** Response headers (components.headers). */
 const HEADERS: Record<string, Json> = {
@@ -352,21 +352,8 @@ export function finishDocument(doc: Json, operations: readonly Operation[]): Jso
             media.example = { status: 'ok', data: SUCCESS_EXAMPLES[known.name], meta: EXAMPLE_META };
           if (revalidated) {
             // Conditional GET (RFC 9110 section 13.1.2): a matching If-None-Match gets 304, no body.
-            op.parameters = [
-              ...(op.parameters ?? []),
-              {
-                name: 'If-None-Match',
-                in: 'header',
-                required: false,
-                description: 'The ETag of an earlier answer: when the data has not changed, the answer is 304 Not Modified without a body',
-                schema: { type: 'string' },
-              },
-            ];
-            op.responses['304'] = {
-              description:
-                'Not Modified: the data still has the ETag sent in If-None-Match; no body (it counts against the quota like a 200)',
-              headers: headerRefs([...COMMON_HEADERS, 'Cache-Control', 'ETag']),
-            };
+            op.parameters = [...(op.parameters ?? []), ref('parameters', 'IfNoneMatch')];
+            op.responses['304'] = ref('responses', 'NotModified');
           }
         }
       }
@@ -378,6 +365,21 @@ export function finishDocument(doc: Json, operations: readonly Operation[]): Jso
       .filter(([, r]) => doc.components.responses[r.name])
       .map(([, r]) => [r.name, doc.components.responses[r.name]]),
   );
+  // Conditional GET (above), shared by the market-data operations.
+  doc.components.responses.NotModified = {
+    description: 'Not Modified: the data still has the ETag sent in If-None-Match; no body (it counts against the quota like a 200)',
+    headers: headerRefs([...COMMON_HEADERS, 'Cache-Control', 'ETag']),
+  };
+  doc.components.parameters = {
+    ...doc.components.parameters,
+    IfNoneMatch: {
+      name: 'If-None-Match',
+      in: 'header',
+      required: false,
+      description: 'The ETag of an earlier answer: when the data has not changed, the answer is 304 Not Modified without a body',
+      schema: { type: 'string' },
+    },
+  };
   pruneSchemas(doc);
   return doc;
 }

@@ -91,11 +91,18 @@ function toolList(status: Served<StatusData>): { tools: Tool[] } {
       const kinds = TOOL_SERIES[e.name] ?? [];
       const stale = s.series.filter((x) => x.stale && kinds.includes(x.kind));
       const shown = stale.slice(0, 6).map((x) => `${x.series} (newest ${x.newest_date})`);
+      const empty = s.series.filter((x) => x.newest_date === null && kinds.includes(x.kind));
       const line =
         `Data freshness: as of ${s.as_of} (${s.mode === 'live' ? 'live data, judged against ' + s.reference_date : 'bundled dataset, offline'}); ` +
         (stale.length
           ? `stale: ${shown.join(', ')}${stale.length > shown.length ? ` and ${stale.length - shown.length} more` : ''}`
           : 'no stale series') +
+        (empty.length
+          ? `; ${empty.length} series hold no data (gaps: ${empty
+              .slice(0, 3)
+              .map((x) => x.series)
+              .join(', ')}${empty.length > 3 ? ', ...' : ''})`
+          : '') +
         '; GET /api/v1/status has every series.';
       return { ...e, description: `${e.description ?? ''}\n\n${line}` };
     }),

@@ -37,7 +37,7 @@ export interface ToolDefinition<A extends z.ZodObject = z.ZodObject, D = unknown
   output: z.ZodObject;
   /** The operation that answers these arguments, and its input. */
   route(args: z.output<A>): { op: Operation; input: unknown };
-  /** A short human-readable summary of the answer (the text content). */
+  /** A short human-readable summary of the answer (the first text block; it names stale inputs and gaps). */
   summary(data: D): string;
 }
 
@@ -122,7 +122,8 @@ function withoutPlaceholder(tool: ToolDefinition, args: unknown): unknown {
 /**
  * Runs one tools/call: validates the arguments, re-checks the caller where asked, authorizes
  * and meters it with the operation's policy (services/access.ts, as REST does), runs the
- * operation and returns its data as structuredContent plus a text summary. Failures are
+ * operation and returns its data as structuredContent plus two text blocks, the summary and
+ * the JSON of structuredContent. Failures are
  * `isError` results with the REST error code; refused calls consume no quota.
  */
 export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: unknown): Promise<CallToolResult> {

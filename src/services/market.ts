@@ -122,6 +122,9 @@ function signalSeriesOf(state: MarketState, model: SignalModel): Map<string, Sig
   return out;
 }
 
+/** The first day a signal-history window may end on (nothing is stored earlier; PostgreSQL has no year 0). */
+export const HISTORY_EPOCH = '1970-01-01';
+
 /**
  * A `source` string as of `day`: each part (`; `-separated) with a date range `A..B` is cut to
  * `A..day` when B is later, and left out when A is later; parts without a range stay. E.g.
@@ -469,7 +472,7 @@ export class MarketService {
         metrics[m] = {
           value: v.value,
           // The difference of two decimals carries binary noise (0.442 read as 0.44199999999999995):
-          // 12 significant digits keep every digit the dataset's values have.
+          // rounded to 12 significant digits (the values themselves are served as stored).
           change_7d: v.change_7d === null ? null : Number(v.change_7d.toPrecision(12)),
           change_7d_pct: v.change_7d_pct === null ? null : round(v.change_7d_pct, 4),
           as_of: v.as_of,
@@ -624,29 +627,17 @@ export class MarketService {
         { field: 'end' },
       );
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
-    const to = end ?? this.asOf;
+    const to = end ?? this.asOf; // not before HISTORY_EPOCH (HistoryEnd refuses earlier days)
     const from = addDays(to, -(days - 1));
-    // Nothing is stored before 1970 (and PostgreSQL has no year 0): such a window is empty.
-    const EPOCH = '1970-01-01';
-    if (to < EPOCH)
-      return fresh<HistoryData>({
-        asset: a.asset,
-        days,
-        limit,
-        from,
-        to,
-        next_end: null,
-        model_version: CURRENT_MODEL.version,
-        entries: [],
-      });
-    const rows = await this.history.listChanges(a.asset, from < EPOCH ? EPOCH : from, to, limit, CURRENT_MODEL.version);
+    // One query for the page and for whether anything older is stored: the newest limit + 1
+    // changes up to `to`; those in the window (at most `limit`) are the page, any other is older.
+    const rows = await this.history.listChanges(a.asset, HISTORY_EPOCH, to, limit + 1, CURRENT_MODEL.version);
+    const page = rows.filter((e) => e.changed_at >= from).slice(0, limit);
     // A snapshot was computed from the data up to its day: its sources say so.
-    const entries = rows.map((e) => ({ ...e, factors: e.factors.map((f) => ({ ...f, source: sourceUpTo(f.source, e.changed_at) })) }));
+    const entries = page.map((e) => ({ ...e, factors: e.factors.map((f) => ({ ...f, source: sourceUpTo(f.source, e.changed_at) })) }));
     // The next page ends the day before this one's oldest entry (a full page) or its window;
     // null when no older change is stored, so a client paging back knows it has them all.
-    const before = addDays(entries.length === limit ? entries.at(-1)!.changed_at : from, -1);
-    const older = before < EPOCH ? [] : await this.history.listChanges(a.asset, EPOCH, before, 1, CURRENT_MODEL.version);
-    const next_end = older.length > 0 ? before : null;
+    const next_end = rows.length > page.length ? addDays(page.length === limit ? page.at(-1)!.changed_at : from, -1) : null;
     return fresh<HistoryData>({ asset: a.asset, days, limit, from, to, next_end, model_version: CURRENT_MODEL.version, entries });
   }
 }

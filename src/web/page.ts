@@ -16,7 +16,7 @@ export interface PageConfig {
   passwordRules: string;
   /** The five signal levels, strongest buy first (engine SIGNAL_LEVELS). */
   signalLevels: readonly string[];
-  /** The BTC regime levels (engine REGIME_LEVELS). */
+  /** The BTC regime levels, bull first (engine REGIME_ORDER reversed). */
   regimeLevels: readonly string[];
   /** The metrics a thesis condition may test (engine THESIS_METRICS). */
   thesisMetrics: readonly string[];

@@ -6,8 +6,8 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { PASSWORD_RULES } from '../auth/password-policy.ts';
 import { TIER_LIMITS } from '../auth/tiers.ts';
 import { ROOT_DIR } from '../config.ts';
-import { THESIS_METRICS } from '../engine/thesis.ts';
-import { REGIME_LEVELS, SIGNAL_LEVELS } from '../engine/types.ts';
+import { REGIME_ORDER, THESIS_METRICS } from '../engine/thesis.ts';
+import { SIGNAL_LEVELS } from '../engine/types.ts';
 import type { AsOf } from '../http/envelope.ts';
 import { createGuard } from '../http/guard.ts';
 import { v1Routes } from '../http/routes/v1.ts';
@@ -68,7 +68,8 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
     dashboardPerMinute: DASHBOARD_REQUESTS_PER_MINUTE,
     passwordRules: PASSWORD_RULES,
     signalLevels: SIGNAL_LEVELS,
-    regimeLevels: REGIME_LEVELS,
+    // Strongest first, like the signal levels: bull, neutral, bear.
+    regimeLevels: [...REGIME_ORDER].reverse(),
     thesisMetrics: THESIS_METRICS,
   };
   const html = dashboardHtml(config);

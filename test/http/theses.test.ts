@@ -293,6 +293,16 @@ describe('theses', { skip: SKIP }, () => {
         /conditions\.0\.value'.*at least -100/,
       ],
       [
+        'an RSI below 0 (the end of its scale)',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 0 }] },
+        /conditions\.0\.operator'.*rsi_14 lt 0 would never hold \(0 is an end of its scale\)/,
+      ],
+      [
+        'a signal score at most 1',
+        { ...VALID, conditions: [{ metric: 'signal_score', operator: 'lte', value: 1 }] },
+        /conditions\.0\.operator'.*would always hold/,
+      ],
+      [
         'a regime above bull',
         { ...VALID, conditions: [{ metric: 'regime', operator: 'gt', value: 'bull' }] },
         /conditions\.0\.operator'.*regime gt bull would never hold \(the scale runs bear < neutral < bull\)/,

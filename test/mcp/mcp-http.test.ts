@@ -108,6 +108,8 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       assert.match(t.description!, /Data freshness: as of 2025-09-30 \(bundled dataset, offline\); .*GET \/api\/v1\/status/, t.name);
     const chains = tools.find((t) => t.name === 'get_chain_health')!;
     assert.match(chains.description!, /stale: .*metric:eth:tvl \(newest 2025-08-02\)/);
+    // Series with no data are named as gaps, not passed over as fresh.
+    assert.match(chains.description!, /; \d+ series hold no data \(gaps: .*metric:eth:dex_volume/);
     assert.match(tools.find((t) => t.name === 'get_market_regime')!.description!, /no stale series/);
     const hist = tools.find((t) => t.name === 'get_signal_history')!;
     const days = (hist.inputSchema.properties as any).days;
@@ -179,9 +181,16 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       assert.deepEqual(JSON.parse(json.text), sc);
       // The summary does not hide stale inputs or missing chain metrics.
       const summary = (text as { text: string }).text;
-      const entries = [sc, ...((sc.chains as Record<string, unknown>[] | undefined) ?? [])];
+      const entries = [
+        sc,
+        ...((sc.chains as Record<string, unknown>[] | undefined) ?? []),
+        // get_market_regime's summary is the regime's alone (its signals are get_signals').
+        ...((k.tool === 'get_signals' ? (sc.signals as Record<string, unknown>[] | undefined) : undefined) ?? []),
+      ];
+      // The bundled ETH signal is stale: the list's summary must say so.
+      if (k.tool === 'get_signals' && !k.args.asset) assert.match(summary, /ETH .*\(STALE: eth tvl/);
       for (const e of entries) {
-        if (e.stale === true) assert.match(summary, /STALE: /, `${k.tool} ${JSON.stringify(k.args)}`);
+        if (e.stale === true) assert.ok(summary.includes(`(STALE: ${String(e.stale_reason)})`), `${k.tool} ${JSON.stringify(k.args)}`);
         for (const m of (e.missing_metrics as { metric: string }[] | undefined) ?? [])
           assert.ok(summary.includes(`${m.metric} (`), m.metric);
       }

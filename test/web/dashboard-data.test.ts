@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { get } from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { THESIS_METRICS } from '../../src/engine/thesis.ts';
+import { REGIME_ORDER, THESIS_METRICS } from '../../src/engine/thesis.ts';
 import { REGIME_LEVELS, SIGNAL_LEVELS } from '../../src/engine/types.ts';
 import { DASHBOARD_REQUESTS_PER_MINUTE } from '../../src/services/access.ts';
 import { CHARTS_FILE, STATIC_DIR } from '../../src/web/routes.ts';
@@ -103,7 +103,8 @@ describe('dashboard pages and files', { skip: SKIP }, () => {
     assert.ok(json, 'the #config data block');
     const config = JSON.parse(json) as Record<string, unknown>;
     assert.deepEqual(config.signalLevels, [...SIGNAL_LEVELS]);
-    assert.deepEqual(config.regimeLevels, [...REGIME_LEVELS]);
+    assert.deepEqual(config.regimeLevels, [...REGIME_ORDER].reverse());
+    assert.deepEqual([...(config.regimeLevels as string[])].sort(), [...REGIME_LEVELS].sort());
     assert.deepEqual(config.thesisMetrics, [...THESIS_METRICS]);
     const js = readFileSync(path.join(STATIC_DIR, 'app.js'), 'utf8');
     assert.doesNotMatch(js, /\[\s*'strong_buy'|\[\s*'bull'|\[\s*'price_usd'/, 'no list literal of levels or metrics in app.js');

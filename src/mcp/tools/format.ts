@@ -7,7 +7,7 @@ export function pct(v: number | null | undefined): string {
 
 /** ` STALE: <reason>` for an answer with a stale input (schemas/market.ts `stale_reason`), else ''. */
 export function staleNote(d: { stale: boolean; stale_reason: string | null }): string {
-  return d.stale ? ` STALE: ${d.stale_reason ?? 'an input is older than its cadence allows'}.` : '';
+  return d.stale ? ` (STALE: ${d.stale_reason ?? 'an input is older than its cadence allows'})` : '';
 }
 
 /** One line about an asset's signal: level, score, confidence, price in USD, 7-day change in %, and staleness. */

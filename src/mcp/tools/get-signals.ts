@@ -59,6 +59,6 @@ export const getSignalsTool = defineTool({
     const missing = e.missing_factors?.length
       ? `\nWithout data (not invented): ${e.missing_factors.map((m) => `${m.name} (${m.reason})`).join('; ')}`
       : '';
-    return `${e.name}: ${signalLine(e)} Since ${e.since}, as of ${e.as_of}. ${e.level_rule.explanation}${factors}${missing}`;
+    return `${e.name}: ${signalLine(e)}; since ${e.since}, as of ${e.as_of}. ${e.level_rule.explanation}${factors}${missing}`;
   },
 });

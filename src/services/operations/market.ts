@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { HISTORY_TIERS } from '../../auth/tiers.ts';
 import { apiKey, PUBLIC, PUBLIC_UNMETERED } from '../access.ts';
+import { HISTORY_EPOCH } from '../market.ts';
 import { defineOperation } from '../operation.ts';
 import {
   AssetsDataSchema,
@@ -120,9 +121,9 @@ export const listAssets = defineOperation({
 });
 
 /** `end` of the signal history: the window's last day. */
-export const HistoryEnd = InputDay.describe(
-  'Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with next_end from the previous answer',
-);
+export const HistoryEnd = InputDay.refine((d) => d >= HISTORY_EPOCH, {
+  error: `is before ${HISTORY_EPOCH}: the stored history starts later; give a later day`,
+}).describe('Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with next_end from the previous answer');
 
 export const getSignalHistory = defineOperation({
   name: 'getSignalHistory',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { KEY_PREFIX } from '../../auth/api-keys.ts';
 import { safeText, TierSchema } from './common.ts';
 
 /** Schemas of self-service API keys: create (shown once), list with usage, revoke. */
@@ -17,7 +18,7 @@ export const RevokeKeyInput = z
         error: (iss) =>
           iss.input === undefined
             ? 'required: the id of the key to revoke, a UUID from GET /api/v1/keys'
-            : typeof iss.input === 'string' && iss.input.startsWith('svc_live_')
+            : typeof iss.input === 'string' && iss.input.startsWith(KEY_PREFIX)
               ? 'this is the key itself: give its id instead, the UUID that GET /api/v1/keys lists beside its prefix'
               : 'must be the id of a key, a UUID from GET /api/v1/keys',
       })

@@ -62,7 +62,19 @@ export const ConditionInputSchema = z
           path: ['value'],
           message: `${c.value} is outside the scale of '${c.metric}' (${scale}): give a value ${scale}`,
         });
+        return;
       }
+      // At an end of a closed scale a comparison never or always holds, as past a level scale's.
+      const atMin = s.min !== null && s.open !== 'min' && c.value === s.min;
+      const atMax = s.max !== null && c.value === s.max;
+      const never = (atMin && c.operator === 'lt') || (atMax && c.operator === 'gt');
+      const always = (atMin && c.operator === 'gte') || (atMax && c.operator === 'lte');
+      if (never || always)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['operator'],
+          message: `${c.metric} ${c.operator} ${c.value} would ${never ? 'never' : 'always'} hold (${c.value} is an end of its scale): use eq, neq or a value inside the scale`,
+        });
     }
   });
 
