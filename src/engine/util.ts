@@ -31,6 +31,16 @@ export function dayNumber(day: string): number {
   return era * 146097 + doe - 719468;
 }
 
+/** Whether `day` is an existing calendar day written `YYYY-MM-DD` (the days {@link dayNumber} accepts). */
+export function isCalendarDay(day: string): boolean {
+  try {
+    dayNumber(day);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function digits(s: string, from: number, to: number): number {
   let n = 0;
   for (let i = from; i < to; i++) {

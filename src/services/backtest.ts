@@ -18,7 +18,7 @@ import {
   type SignalModel,
 } from '../engine/signal.ts';
 import type { SignalResult } from '../engine/types.ts';
-import { addDays } from '../engine/util.ts';
+import { addDays, isCalendarDay } from '../engine/util.ts';
 import type { MarketData } from '../providers/port.ts';
 
 /** What the driver needs from MarketService (kept minimal so MarketService can import this file). */
@@ -118,11 +118,7 @@ export function daysOf(src: BacktestSource, model: SignalModel): Map<string, Sig
 }
 
 function checkDay(d: string, what: string): void {
-  if (
-    !/^\d{4}-\d{2}-\d{2}$/.test(d) ||
-    Number.isNaN(Date.parse(`${d}T00:00:00Z`)) ||
-    new Date(`${d}T00:00:00Z`).toISOString().slice(0, 10) !== d
-  ) {
+  if (!isCalendarDay(d)) {
     throw new RangeError(`${what} must be a calendar day YYYY-MM-DD, got '${d}'`);
   }
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { TIERS } from '../../auth/tiers.ts';
 import { CHAIN_IDS, REGIME_LEVELS, SIGNAL_LEVELS } from '../../engine/types.ts';
+import { isCalendarDay } from '../../engine/util.ts';
 
 /** Schemas shared by every resource: days, the engine's value sets, tiers, user text. */
 
@@ -70,16 +71,8 @@ export const Day = z
 export const InputDay = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, { error: 'must be a day YYYY-MM-DD' })
-  // Zod runs the check after a failed pattern too: a NaN time must not reach toISOString.
-  .refine(
-    (s) => {
-      const t = Date.parse(`${s}T00:00:00Z`);
-      return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s;
-    },
-    {
-      error: 'is not a calendar day: give a day that exists, YYYY-MM-DD',
-    },
-  );
+  // Zod runs the check after a failed pattern too; isCalendarDay refuses any malformed text.
+  .refine(isCalendarDay, { error: 'is not a calendar day: give a day that exists, YYYY-MM-DD' });
 /** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
 export const SignalLevel = z.enum(SIGNAL_LEVELS);
 /** BTC market regimes. */

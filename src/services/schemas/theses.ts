@@ -16,6 +16,17 @@ import { RegimeLevel, SignalLevel, safeText } from './common.ts';
 /** Metrics whose condition value is a level name rather than a number. */
 const CATEGORICAL: Record<string, readonly string[]> = { signal: SignalLevel.options, regime: RegimeLevel.options };
 
+/**
+ * Whether a comparison with the lowest (`atLow`) or highest (`atHigh`) value of a scale can
+ * never hold (`lt` lowest, `gt` highest) or always holds (`gte` lowest, `lte` highest); null
+ * when it can go either way.
+ */
+function atScaleEnd(operator: string, atLow: boolean, atHigh: boolean): 'never' | 'always' | null {
+  if ((atLow && operator === 'lt') || (atHigh && operator === 'gt')) return 'never';
+  if ((atLow && operator === 'gte') || (atHigh && operator === 'lte')) return 'always';
+  return null;
+}
+
 /** A condition as sent by the client (its id is assigned by the service when absent). */
 export const ConditionInputSchema = z
   .object({
@@ -39,14 +50,12 @@ export const ConditionInputSchema = z
       }
       // On the ordinal scale, past either end a comparison never holds or always holds.
       const order = c.metric === 'signal' ? SIGNAL_ORDER : REGIME_ORDER;
-      const [low, high] = [order[0]!, order.at(-1)!];
-      const never = (c.operator === 'gt' && c.value === high) || (c.operator === 'lt' && c.value === low);
-      const always = (c.operator === 'gte' && c.value === low) || (c.operator === 'lte' && c.value === high);
-      if (never || always)
+      const end = atScaleEnd(c.operator, c.value === order[0], c.value === order.at(-1));
+      if (end)
         ctx.addIssue({
           code: 'custom',
           path: ['operator'],
-          message: `${c.metric} ${c.operator} ${c.value} would ${never ? 'never' : 'always'} hold (the scale runs ${order.join(' < ')}): use eq, neq or another level`,
+          message: `${c.metric} ${c.operator} ${c.value} would ${end} hold (the scale runs ${order.join(' < ')}): use eq, neq or another level`,
         });
     } else if (typeof c.value !== 'number') {
       ctx.addIssue({ code: 'custom', path: ['value'], message: `must be a number for metric '${c.metric}'` });
@@ -64,16 +73,13 @@ export const ConditionInputSchema = z
         });
         return;
       }
-      // At an end of a closed scale a comparison never or always holds, as past a level scale's.
-      const atMin = s.min !== null && s.open !== 'min' && c.value === s.min;
-      const atMax = s.max !== null && c.value === s.max;
-      const never = (atMin && c.operator === 'lt') || (atMax && c.operator === 'gt');
-      const always = (atMin && c.operator === 'gte') || (atMax && c.operator === 'lte');
-      if (never || always)
+      // At an end of a closed scale a comparison never or always holds, as at a level scale's.
+      const end = atScaleEnd(c.operator, s.min !== null && s.open !== 'min' && c.value === s.min, s.max !== null && c.value === s.max);
+      if (end)
         ctx.addIssue({
           code: 'custom',
           path: ['operator'],
-          message: `${c.metric} ${c.operator} ${c.value} would ${never ? 'never' : 'always'} hold (${c.value} is an end of its scale): use eq, neq or a value inside the scale`,
+          message: `${c.metric} ${c.operator} ${c.value} would ${end} hold (${c.value} is an end of its scale): use eq, neq or a value inside the scale`,
         });
     }
   });
