@@ -585,6 +585,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         updated_at: '2025-09-30T12:00:00.000Z',
       },
     ],
+    limit: 50,
+    next_cursor: null,
   },
   getThesis: {
     id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { evaluateThesis, thesisHorizon, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
+import { isCalendarDay } from '../engine/util.ts';
 import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../errors.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
@@ -17,6 +18,29 @@ function notFound(id: string): ServiceError {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A stored creation time as PostgreSQL's text form gives it, e.g. `2026-11-27 17:35:07.887123+00`. */
+const PG_TIMESTAMP = /^(\d{4}-\d{2}-\d{2}) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?[+-](0\d|1[0-5])(:[0-5]\d)?$/;
+
+/**
+ * The `next_cursor` of a page of theses: the position of its last thesis (creation time to the
+ * microsecond, and id), base64url-encoded. Opaque to clients: they pass it back unchanged.
+ */
+function encodeCursor(r: ThesisRow): string {
+  return Buffer.from(`${r.createdAt}|${r.id}`).toString('base64url');
+}
+
+/** @throws ServiceError INVALID_PARAMETER when `cursor` is not one `encodeCursor` made. */
+function decodeCursor(cursor: string): { createdAt: string; id: string } {
+  const [createdAt = '', id = '', ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  const day = PG_TIMESTAMP.exec(createdAt)?.[1];
+  if (rest.length > 0 || day === undefined || day < '1970-01-01' || !isCalendarDay(day) || !UUID.test(id))
+    throw new ServiceError(
+      'INVALID_PARAMETER',
+      "Invalid parameter 'cursor': not a cursor this service gave; pass a page's next_cursor back unchanged, or leave cursor out for the first page",
+      { field: 'cursor' },
+    );
+  return { createdAt, id };
+}
 
 /**
  * Theses: a user's trade ideas, stored per owner and evaluated against the current market
@@ -110,12 +134,24 @@ export class ThesisService {
   }
 
   /**
-   * The user's theses, newest first; with `withHealth`, each with its `health` as
-   * GET /thesis/{id}/health gives it (one request for a whole list, as the dashboard shows it).
+   * One page of the user's theses, newest first: at most `limit`, after the position
+   * `cursor` names (the `next_cursor` of the previous page; absent for the first page).
+   * `next_cursor` is null on the last page. With `withHealth`, each thesis has its `health`
+   * as GET /thesis/{id}/health gives it (one request for a page, as the dashboard shows it).
+   * @throws ServiceError INVALID_PARAMETER (field `cursor`) for a cursor this service did not give.
    */
-  async list(userId: string, withHealth = false): Promise<{ theses: ListedThesis[] }> {
-    const theses = (await this.repo.listTheses(userId)).map((r) => this.#view(r));
-    if (!withHealth) return { theses };
+  async list(
+    userId: string,
+    opts: { withHealth?: boolean; limit: number; cursor?: string },
+  ): Promise<{ theses: ListedThesis[]; limit: number; next_cursor: string | null }> {
+    const { limit } = opts;
+    const after = opts.cursor === undefined ? undefined : decodeCursor(opts.cursor);
+    // One query for the page and for whether another follows: limit + 1 rows.
+    const rows = await this.repo.listTheses(userId, limit + 1, after);
+    const page = rows.slice(0, limit);
+    const next_cursor = rows.length > limit ? encodeCursor(page.at(-1)!) : null;
+    const theses = page.map((r) => this.#view(r));
+    if (!opts.withHealth) return { theses, limit, next_cursor };
     const now = new Date();
     return {
       theses: theses.map((t) => {
@@ -128,6 +164,8 @@ export class ThesisService {
           return { ...t, health: null, health_error: { code: err.code, message: err.message } };
         }
       }),
+      limit,
+      next_cursor,
     };
   }
 

@@ -146,5 +146,6 @@ export const theses = pgTable(
     createdAt: timestampDefaultNow('created_at'),
     updatedAt: timestampDefaultNow('updated_at'),
   },
-  (t) => [index('theses_user_id').on(t.userId)],
+  // The list's order (newest first, id breaking ties), so a page reads `limit` rows of the index.
+  (t) => [index('theses_user_created').on(t.userId, t.createdAt.desc().nullsFirst(), t.id.desc().nullsFirst())],
 );

@@ -1,4 +1,4 @@
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { theses } from './schema.ts';
 
@@ -18,9 +18,21 @@ export class ThesisRepo {
     return rows[0]!;
   }
 
-  /** The owner's theses, newest first. */
-  async listTheses(userId: string): Promise<ThesisRow[]> {
-    return this.db.select().from(theses).where(eq(theses.userId, userId)).orderBy(desc(theses.createdAt));
+  /**
+   * The owner's theses, newest first (creation time, then id, descending), at most `limit`;
+   * with `after`, only those that come after that position in this order (keyset paging:
+   * a thesis deleted between two pages shifts nothing).
+   * @param after `createdAt` exactly as read (PostgreSQL's text form, microseconds) and `id`
+   *   of the last thesis of the previous page.
+   */
+  async listTheses(userId: string, limit: number, after?: { createdAt: string; id: string }): Promise<ThesisRow[]> {
+    const owner = eq(theses.userId, userId);
+    return this.db
+      .select()
+      .from(theses)
+      .where(after ? and(owner, sql`(${theses.createdAt}, ${theses.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`) : owner)
+      .orderBy(desc(theses.createdAt), desc(theses.id))
+      .limit(limit);
   }
 
   /** The owner's thesis, or null (also when it belongs to someone else). */

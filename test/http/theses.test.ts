@@ -166,6 +166,67 @@ describe('theses', { skip: SKIP }, () => {
       expectError(await h.request('GET', '/api/v1/thesis?include_health=maybe', { token: u.key }), 400, 'INVALID_PARAMETER');
     });
 
+    test('GET /thesis pages newest first with limit and cursor: every thesis once, a deletion between pages skips nothing', async () => {
+      const u = await h.keyFor('api', 'thesis-pages');
+      // Created in parallel, so several may share a creation time: the id breaks the tie.
+      await Promise.all(Array.from({ length: 7 }, (_, i) => create({ ...VALID, title: `T${i}` }, u.key)));
+      const all = okEnvelope(ThesisListSchema).parse((await h.request('GET', '/api/v1/thesis?limit=200', { token: u.key })).body).data;
+      assert.equal(all.theses.length, 7);
+      assert.equal(all.next_cursor, null);
+      assert.equal(all.limit, 200);
+      const created = all.theses.map((t) => t.created_at);
+      assert.deepEqual(created, [...created].sort().reverse(), 'newest first');
+      // The default page is 50.
+      assert.equal((await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.limit, 50);
+
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const q: string = cursor ? `&cursor=${encodeURIComponent(cursor)}` : '';
+        const r = await h.request('GET', `/api/v1/thesis?limit=3&include_health=true${q}`, { token: u.key });
+        assert.equal(r.status, 200, r.raw);
+        const page = okEnvelope(ThesisListSchema).parse(r.body).data;
+        assert.ok(page.theses.length <= 3);
+        assert.ok(page.theses.every((t) => t.health !== undefined));
+        seen.push(...page.theses.map((t) => t.id));
+        if (pages === 0) {
+          // Deleting one of the first page's theses does not move the pages after it.
+          const gone = page.theses[0]!.id;
+          assert.equal((await h.request('DELETE', `/api/v1/thesis/${gone}`, { token: u.key })).status, 200);
+        }
+        cursor = page.next_cursor;
+        pages++;
+      } while (cursor !== null && pages < 10);
+      assert.equal(pages, 3);
+      assert.deepEqual(
+        seen,
+        all.theses.map((t) => t.id),
+      );
+
+      // Another user's cursor is only a position: it shows the caller's own theses, nothing of theirs.
+      const first = (await h.request('GET', '/api/v1/thesis?limit=1', { token: u.key })).body.data;
+      const foreign = (await h.request('GET', `/api/v1/thesis?cursor=${first.next_cursor}`, { token: other.key })).body.data;
+      assert.ok(foreign.theses.every((t: { id: string }) => !seen.includes(t.id)));
+
+      for (const [query, field] of [
+        ['limit=0', 'limit'],
+        ['limit=201', 'limit'],
+        ['limit=1.5', 'limit'],
+        ['cursor=abc', 'cursor'],
+        [`cursor=${Buffer.from(`2026-02-30 10:00:00.123+00|${seen[0]}`).toString('base64url')}`, 'cursor'],
+        [`cursor=${Buffer.from(`0000-01-01 10:00:00+00|${seen[0]}`).toString('base64url')}`, 'cursor'],
+        [`cursor=${Buffer.from(`2026-01-01 10:00:00+00|not-a-uuid`).toString('base64url')}`, 'cursor'],
+        [`cursor=${'x'.repeat(201)}`, 'cursor'],
+      ]) {
+        const r = await h.request('GET', `/api/v1/thesis?${query}`, { token: u.key });
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.match(r.body.error.message, new RegExp(`'${field}'`), query);
+      }
+      const bad = await h.request('GET', '/api/v1/thesis?cursor=abc', { token: u.key });
+      assert.match(bad.body.error.message, /next_cursor back unchanged/);
+    });
+
     test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {
       const t = (await create(VALID)).body.data;
       const del = await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key });

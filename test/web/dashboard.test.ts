@@ -208,6 +208,31 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.deepEqual(errors, []);
   });
 
+  test('more than a page of theses: "Show older theses" adds the next page and takes the focus', async () => {
+    const session = await page.evaluate(() => fetch('/auth/get-session').then((r) => r.json()));
+    const { id: userId, email } = session.user as { id: string; email: string };
+    // Seeded through the service (52 creations through the API would pass the free tier's quota).
+    for (let i = 0; i < 52; i++)
+      await svc.theses.create(userId, email, { asset: 'ETH', direction: 'long', title: `Paged ${i}`, conditions: [] });
+    await open(page, '/account');
+    const articles = page.locator('#theses-list article.thesis');
+    await page.locator('#theses-list button.more').waitFor({ timeout: 30_000 });
+    assert.equal(await articles.count(), 50);
+    assert.equal(await articles.first().locator('h3').textContent(), 'Paged 51 ETH long');
+    await page.getByRole('button', { name: 'Show older theses' }).click();
+    await page.waitForFunction(() => document.querySelectorAll('#theses-list article.thesis').length === 52);
+    assert.equal(await page.locator('#theses-list button.more').count(), 0, 'the last page has no button');
+    assert.equal(await articles.last().locator('h3').textContent(), 'Paged 0 ETH long');
+    assert.equal(await page.evaluate(() => document.activeElement?.querySelector('h3')?.textContent), 'Paged 1 ETH long');
+    // Every thesis once, newest first.
+    const titles = await articles.locator('h3').allTextContents();
+    assert.deepEqual(
+      titles,
+      Array.from({ length: 52 }, (_, i) => `Paged ${51 - i} ETH long`),
+    );
+    assert.deepEqual(errors, []);
+  });
+
   test('an asset page draws the candlestick chart (non-empty canvas) with signal markers', async () => {
     await open(page, '/asset/bitcoin');
     await page.waitForSelector('#chart[data-markers]', { timeout: 30_000 });

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import * as ops from '../../services/operations/index.ts';
 import type { Operation, Services } from '../../services/operation.ts';
 import { CreateKeyInput, RevokeKeyInput } from '../../services/schemas/keys.ts';
-import { ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
+import { ThesisCursor, ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
 import type { AsOf } from '../envelope.ts';
 import { operationRoute, type RouteParts, type RouteSpec } from '../route.ts';
 
@@ -88,8 +88,12 @@ export async function v1Routes(
   route(ops.listTheses, {
     method: 'GET',
     url: '/thesis',
-    querystring: z.object({ include_health: IncludeHealth }),
-    input: (r) => ({ include_health: r.query.include_health === 'true' }),
+    querystring: z.object({
+      include_health: IncludeHealth,
+      limit: boundedInt(1, 200, 50, 'Maximum number of theses'),
+      cursor: ThesisCursor.optional(),
+    }),
+    input: (r) => ({ ...r.query, include_health: r.query.include_health === 'true' }),
   });
   route(ops.getThesis, { method: 'GET', url: '/thesis/:id', params: ThesisIdInput });
   route(ops.deleteThesis, { method: 'DELETE', url: '/thesis/:id', params: ThesisIdInput });

@@ -4,6 +4,7 @@ import { defineOperation, fresh } from '../operation.ts';
 import {
   DeletedThesisSchema,
   ThesisHealthSchema,
+  ThesisCursor,
   ThesisIdInput,
   ThesisInputSchema,
   ThesisListSchema,
@@ -33,13 +34,16 @@ export const listTheses = defineOperation({
   tag: 'theses',
   summary: "List the caller's theses",
   description:
-    "The theses of the caller (the owner of the API key, or the signed-in user), newest first; `include_health=true` adds each one's health (as GET /thesis/{id}/health), in one request.",
+    "The theses of the caller (the owner of the API key, or the signed-in user), newest first, `limit` per page; to page on, ask again with `cursor` = `next_cursor` until it is null. `include_health=true` adds each one's health (as GET /thesis/{id}/health), in one request.",
   policy: API_KEY_OR_USER,
   input: z.object({
     include_health: z.boolean().default(false).describe("Add each thesis's health, as GET /thesis/{id}/health answers it"),
+    limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of theses (1..200)'),
+    cursor: ThesisCursor.optional(),
   }),
   output: ThesisListSchema,
-  run: async (s, caller, input) => fresh(await s.theses.list(signedInUser(caller).userId, input.include_health)),
+  run: async (s, caller, input) =>
+    fresh(await s.theses.list(signedInUser(caller).userId, { withHealth: input.include_health, limit: input.limit, cursor: input.cursor })),
 });
 
 export const getThesis = defineOperation({

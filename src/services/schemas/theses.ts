@@ -218,8 +218,19 @@ export const ListedThesisSchema = ThesisSchema.extend({
 /** One thesis of GET /thesis. */
 export type ListedThesis = z.infer<typeof ListedThesisSchema>;
 
-/** `data` of GET /thesis: each thesis, with its health when `include_health=true`. */
-export const ThesisListSchema = z.object({ theses: z.array(ListedThesisSchema) });
+/** `data` of GET /thesis: one page of theses, each with its health when `include_health=true`. */
+export const ThesisListSchema = z.object({
+  theses: z.array(ListedThesisSchema).describe('Newest first'),
+  limit: z.number().int().describe('The most theses a page holds'),
+  next_cursor: z.string().nullable().describe('Pass it as `cursor` for the next (older) page; null on the last page'),
+});
+
+/** `cursor` of GET /thesis: a page's `next_cursor`, passed back unchanged. */
+export const ThesisCursor = z
+  .string()
+  .min(1)
+  .max(200)
+  .describe("The previous page's `next_cursor`, unchanged; leave it out for the first page");
 
 /** Path parameter of the thesis routes and input of the single-thesis operations. */
 export const ThesisIdInput = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });

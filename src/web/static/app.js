@@ -1141,92 +1141,102 @@ function thesesSection(assets) {
     conds.replaceChildren();
     await load();
   });
-  async function load() {
-    // One request for the list and every health (each request counts against the tier's quota).
-    const r = await api('GET', '/thesis?include_health=true');
-    if (!r.ok) return list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
-    const theses = r.body.data.theses;
-    if (theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
-    list.replaceChildren(
-      ...theses.map((t) => {
-        const health = t.health ?? null;
-        return h(
-          'article',
-          { class: `thesis${health?.action_required ? ' action' : ''}`, dataset: { thesisId: t.id } },
-          h('h3', {}, `${t.title} `, h('span', { class: 'muted', text: `${t.symbol} ${t.direction}` })),
-          h(
-            'p',
-            { class: 'small' },
-            `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · ` +
-              (t.horizon_days === null ? 'no horizon' : `horizon ${t.horizon_days} d`),
-          ),
-          // The id an MCP client asks get_thesis_health for.
-          h('p', { class: 'small muted thesis-id' }, 'Id (for get_thesis_health): ', h('code', { text: t.id })),
-          health?.horizon
-            ? h('p', {
-                class: `small horizon${health.horizon.passed ? ' alert' : ''}`,
-                text: health.horizon.passed
-                  ? `Horizon passed on ${health.horizon.ends_at.slice(0, 10)}: review the thesis`
-                  : `Horizon ends ${health.horizon.ends_at.slice(0, 10)} (${health.horizon.days_left} ${health.horizon.days_left === 1 ? 'day' : 'days'} left)`,
-              })
-            : null,
-          health
-            ? h(
-                'div',
-                { class: 'health' },
-                health.action_required ? h('p', { class: 'alert', text: 'Action required' }) : null,
-                h(
-                  'p',
+  /** One page of theses (with their health) after `cursor`, appended to the list; the first page replaces it. */
+  async function load(cursor = null) {
+    // One request per page for the theses and every health (each request counts against the tier's quota).
+    const r = await api('GET', `/thesis?include_health=true${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    // A failed later page keeps its button, so it can be asked again.
+    if (!r.ok) return cursor ? say(msg, errorOf(r), 'error') : list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
+    const { theses, next_cursor } = r.body.data;
+    if (!cursor && theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
+    const more = next_cursor
+      ? h('button', { type: 'button', class: 'more secondary', text: 'Show older theses', onclick: () => load(next_cursor) })
+      : null;
+    const articles = theses.map(thesisArticle);
+    if (cursor) list.querySelector('.more')?.replaceWith(...articles, ...(more ? [more] : []));
+    else list.replaceChildren(...articles, ...(more ? [more] : []));
+    // After "Show older theses", the keyboard goes on at the first of the theses it added.
+    if (cursor && articles[0]) {
+      articles[0].tabIndex = -1;
+      articles[0].focus();
+    }
+  }
+  /** One thesis with its health, and its delete button. */
+  function thesisArticle(t) {
+    const health = t.health ?? null;
+    return h(
+      'article',
+      { class: `thesis${health?.action_required ? ' action' : ''}`, dataset: { thesisId: t.id } },
+      h('h3', {}, `${t.title} `, h('span', { class: 'muted', text: `${t.symbol} ${t.direction}` })),
+      h(
+        'p',
+        { class: 'small' },
+        `Entry ${price(t.entry_price)} · target ${price(t.target_price)} · stop ${price(t.stop_price)} · ` +
+          (t.horizon_days === null ? 'no horizon' : `horizon ${t.horizon_days} d`),
+      ),
+      // The id an MCP client asks get_thesis_health for.
+      h('p', { class: 'small muted thesis-id' }, 'Id (for get_thesis_health): ', h('code', { text: t.id })),
+      health?.horizon
+        ? h('p', {
+            class: `small horizon${health.horizon.passed ? ' alert' : ''}`,
+            text: health.horizon.passed
+              ? `Horizon passed on ${health.horizon.ends_at.slice(0, 10)}: review the thesis`
+              : `Horizon ends ${health.horizon.ends_at.slice(0, 10)} (${health.horizon.days_left} ${health.horizon.days_left === 1 ? 'day' : 'days'} left)`,
+          })
+        : null,
+      health
+        ? h(
+            'div',
+            { class: 'health' },
+            health.action_required ? h('p', { class: 'alert', text: 'Action required' }) : null,
+            h(
+              'p',
+              {},
+              'Health: ',
+              h('strong', { text: health.health_score === null ? 'not evaluable' : `${num(health.health_score, 0)} / 100` }),
+              ` (${health.status}), as of ${health.as_of}`,
+            ),
+            health.stale ? h('p', { class: 'stale small', text: `Stale inputs: ${health.stale_reason}` }) : null,
+            health.triggered_conditions.length
+              ? h(
+                  'div',
                   {},
-                  'Health: ',
-                  h('strong', { text: health.health_score === null ? 'not evaluable' : `${num(health.health_score, 0)} / 100` }),
-                  ` (${health.status}), as of ${health.as_of}`,
-                ),
-                health.stale ? h('p', { class: 'stale small', text: `Stale inputs: ${health.stale_reason}` }) : null,
-                health.triggered_conditions.length
-                  ? h(
-                      'div',
-                      {},
-                      h('p', { text: 'Triggered conditions:' }),
+                  h('p', { text: 'Triggered conditions:' }),
+                  h(
+                    'ul',
+                    { class: 'cond-list triggered' },
+                    health.triggered_conditions.map((c) =>
                       h(
-                        'ul',
-                        { class: 'cond-list triggered' },
-                        health.triggered_conditions.map((c) =>
-                          h(
-                            'li',
-                            { class: c.kind === 'invalidation' ? 'error' : '' },
-                            h('strong', { text: c.kind }),
-                            ` ${c.metric} ${OPERATORS[c.operator]} ${c.value} (now ${typeof c.current_value === 'number' ? num(c.current_value, 4) : c.current_value})`,
-                          ),
-                        ),
+                        'li',
+                        { class: c.kind === 'invalidation' ? 'error' : '' },
+                        h('strong', { text: c.kind }),
+                        ` ${c.metric} ${OPERATORS[c.operator]} ${c.value} (now ${typeof c.current_value === 'number' ? num(c.current_value, 4) : c.current_value})`,
                       ),
-                    )
-                  : h('p', { class: 'muted', text: 'No condition triggered.' }),
-                health.unevaluable_conditions.length
-                  ? h(
-                      'ul',
-                      { class: 'cond-list' },
-                      health.unevaluable_conditions.map((c) =>
-                        h('li', { class: 'muted', text: `${c.metric}: not evaluable (${c.reason})` }),
-                      ),
-                    )
-                  : null,
-              )
-            : h('p', { class: 'error', text: `Health unavailable: ${t.health_error?.message ?? 'not evaluated'}` }),
-          h('button', {
-            type: 'button',
-            class: 'danger',
-            text: 'Delete',
-            'aria-label': `Delete thesis ${t.title}`,
-            onclick: async () => {
-              if (!(await confirmDialog(`Delete the thesis "${t.title}"?`, 'Delete thesis'))) return;
-              const rr = await api('DELETE', `/thesis/${t.id}`);
-              if (!rr.ok) return say(msg, errorOf(rr), 'error');
-              await load();
-              sayAndFocus(msg, `Thesis "${t.title}" deleted.`, 'ok');
-            },
-          }),
-        );
+                    ),
+                  ),
+                )
+              : h('p', { class: 'muted', text: 'No condition triggered.' }),
+            health.unevaluable_conditions.length
+              ? h(
+                  'ul',
+                  { class: 'cond-list' },
+                  health.unevaluable_conditions.map((c) => h('li', { class: 'muted', text: `${c.metric}: not evaluable (${c.reason})` })),
+                )
+              : null,
+          )
+        : h('p', { class: 'error', text: `Health unavailable: ${t.health_error?.message ?? 'not evaluated'}` }),
+      h('button', {
+        type: 'button',
+        class: 'danger',
+        text: 'Delete',
+        'aria-label': `Delete thesis ${t.title}`,
+        onclick: async () => {
+          if (!(await confirmDialog(`Delete the thesis "${t.title}"?`, 'Delete thesis'))) return;
+          const rr = await api('DELETE', `/thesis/${t.id}`);
+          if (!rr.ok) return say(msg, errorOf(rr), 'error');
+          await load();
+          sayAndFocus(msg, `Thesis "${t.title}" deleted.`, 'ok');
+        },
       }),
     );
   }
