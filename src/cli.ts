@@ -381,11 +381,7 @@ const EXPLAINED = new Set(['DatabaseInUseError', 'DataValidationError']);
 
 main().catch(async (err: unknown) => {
   await flushServeLog();
-  if (err instanceof Error && err.name === 'AsOfOutOfRangeError') {
-    // The range is the stored data's (live ingest may extend it), so it is known only after the
-    // store is open; the message then reads like the other configuration errors.
-    process.stderr.write(`Invalid configuration:\n  ${err.message}\nFix this variable in the environment (or --as-of) and start again.\n`);
-  } else if (
+  if (
     err instanceof ConfigError ||
     err instanceof ServiceError ||
     err instanceof RangeError ||

@@ -6,9 +6,16 @@ import type { MarketCache } from '../store/market-cache.ts';
 import type { MarketRepo, SeriesState, StoredMarket } from '../store/market-repo.ts';
 import { isoTimestamp } from '../store/timestamps.ts';
 
-/** Raised when AS_OF is outside the stored data; the message names the first or newest day. */
+/**
+ * Raised when AS_OF is outside the stored data (live ingest may extend it, so the range is
+ * known only once the store is open). The message reads like the other configuration errors
+ * (config.ts): `Invalid configuration:`, the reason naming the first or newest day, what to do.
+ */
 export class AsOfOutOfRangeError extends RangeError {
   override name = 'AsOfOutOfRangeError';
+  constructor(reason: string) {
+    super(`Invalid configuration:\n  ${reason}\nFix this variable in the environment (or --as-of) and start again.`);
+  }
 }
 
 /**
