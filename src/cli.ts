@@ -332,7 +332,7 @@ function program(): Command {
     .option('--to <YYYY-MM-DD>', 'last decision day (default: the data as-of day)')
     .option('--cost-bps <n>', 'cost per unit of position change, basis points', '10')
     .option('--walk-forward', 'choose the parameters per year on the data before it and score the year out of sample')
-    .option('--model <version>', 'signals-v1, signals-v2 or signals-v3 (default the served model; walk-forward: v2 or v3)')
+    .option('--model <version>', 'signals-v1 to signals-v4 (default the served model; walk-forward: v2, v3 or v4)')
     .addOption(new Option('--json', 'print the report as JSON').conflicts('markdown'))
     .option('--markdown', 'print docs/track-record.md')
     .action((opts: BacktestFlags, cmd: Command) => backtest(config(flags(cmd)), opts));

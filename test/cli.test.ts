@@ -343,7 +343,7 @@ test('backtest: the table by default; bad options are one-line errors', async ()
   assert.equal(badCost.code, 1);
   assert.match(badCost.stderr, /^--cost-bps must be a number, got 'ten'\n$/);
   assert.equal(badModel.code, 1);
-  assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1, signals-v2, signals-v3\n$/);
+  assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1, signals-v2, signals-v3, signals-v4\n$/);
 });
 
 test('backtest: a window past the data is clamped to it and says so; a window without data is an error naming the days the data covers', async () => {

@@ -84,6 +84,12 @@ export interface SignalModel {
    * counts). The score and factors are unchanged.
    */
   volGate?: VolGate | null;
+  /**
+   * Start neutral (v4): before an asset's first day the level counts as neutral, so its first
+   * buy or sell level needs `confirmDays` like every other entry. Without it (v1-v3) the first
+   * day's level is the band of its score, reported unconfirmed. Default false.
+   */
+  startNeutral?: boolean;
 }
 
 /** Parameters of {@link SignalModel.volGate} (windows in calendar days, `max` a ratio). */
@@ -184,10 +190,30 @@ export const MODEL_V3: SignalModel = modelV3({ buy: 0.3, strong: 0.55 });
 /** First day model v3 was not fitted on: the live track record starts here. */
 export const MODEL_V3_LIVE_FROM = '2025-10-01';
 
+/** The walk-forward grid of model v4: v3's ({@link MODEL_V3_GRID}). */
+export const MODEL_V4_GRID: readonly SignalModel['bands'][] = MODEL_V3_GRID;
+
+/**
+ * Model v4 with the given bands: v3 with {@link SignalModel.startNeutral}, so that an asset's
+ * first level, like every later one, needs the 3-day entry confirmation (v3 reported the
+ * band of the first day's score at once: HYPE's strong_buy on its first day, 2024-12-05).
+ */
+export function modelV4(bands: SignalModel['bands']): SignalModel {
+  return { ...modelV3(bands), version: 'signals-v4', startNeutral: true };
+}
+
+/**
+ * Model v4 as served: the bands the walk-forward rule picks on all the data before
+ * {@link MODEL_V4_LIVE_FROM} (checked by test/services/backtest.test.ts).
+ */
+export const MODEL_V4: SignalModel = modelV4({ buy: 0.3, strong: 0.55 });
+/** First day model v4 was not fitted on: the live track record starts here. */
+export const MODEL_V4_LIVE_FROM = '2025-10-01';
+
 /** The model the service serves. */
-export const CURRENT_MODEL: SignalModel = MODEL_V3;
+export const CURRENT_MODEL: SignalModel = MODEL_V4;
 /** First day the served model was not fitted on. */
-export const CURRENT_LIVE_FROM = MODEL_V3_LIVE_FROM;
+export const CURRENT_LIVE_FROM = MODEL_V4_LIVE_FROM;
 
 /**
  * Five-level signal from a score in [-1, 1], with TradingView's technical-rating bands:
@@ -1002,7 +1028,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
     const coverage = clamp(baseW / applicableWeight, 0, 1);
 
     // Level: hysteresis around the bands, then confirmation over consecutive days.
-    const current: SignalLevel = level ?? signalLevel(score, model.bands);
+    const current: SignalLevel = level ?? (model.startNeutral ? 'neutral' : signalLevel(score, model.bands));
     let proposed: SignalLevel = levelWithHysteresis(score, current, model);
     const held = gateClosed && LEVEL_RANK[proposed] > 0;
     if (held) proposed = 'neutral';

@@ -90,7 +90,7 @@ export interface SignalResult {
   as_of: string;
 }
 
-/** What decided a signal's level (src/engine/signal.ts; docs/methodology.md, "Signal model v3"). */
+/** What decided a signal's level (src/engine/signal.ts; docs/methodology.md, "Signal model v4" and "Signal model v3"). */
 export const LEVEL_REASONS = ['band', 'hysteresis', 'confirmation', 'volatility_gate'] as const;
 export type LevelReason = (typeof LEVEL_REASONS)[number];
 

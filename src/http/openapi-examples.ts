@@ -25,7 +25,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         change_7d_pct: 1.8305,
         since: '2025-08-01',
         as_of: '2025-09-30',
-        model_version: 'signals-v3',
+        model_version: 'signals-v4',
         level_rule: {
           score_level: 'neutral',
           reason: 'band',
@@ -61,7 +61,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     change_7d_pct: 1.8305,
     since: '2025-08-01',
     as_of: '2025-09-30',
-    model_version: 'signals-v3',
+    model_version: 'signals-v4',
     level_rule: {
       score_level: 'neutral',
       reason: 'band',
@@ -143,7 +143,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         change_7d_pct: 1.8305,
         since: '2025-08-01',
         as_of: '2025-09-30',
-        model_version: 'signals-v3',
+        model_version: 'signals-v4',
         level_rule: {
           score_level: 'neutral',
           reason: 'band',
@@ -291,7 +291,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     from: '2025-07-03',
     to: '2025-09-30',
     next_end: '2025-07-02',
-    model_version: 'signals-v3',
+    model_version: 'signals-v4',
     entries: [
       {
         changed_at: '2025-08-01',
@@ -314,7 +314,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
             contribution: 0.0458,
           },
         ],
-        model_version: 'signals-v3',
+        model_version: 'signals-v4',
       },
     ],
   },
@@ -362,9 +362,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     signal_changes: [],
   },
   getTrackRecord: {
-    model_version: 'signals-v3',
+    model_version: 'signals-v4',
     walk_forward: {
-      model_version: 'signals-v3',
+      model_version: 'signals-v4',
       mode: 'walk_forward',
       from: '2020-01-01',
       to: '2025-09-30',
@@ -507,7 +507,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       to: '2025-09-30',
       days: 0,
       report: null,
-      note: 'signals-v3 went live on 2025-10-01; the data of this deployment ends on 2025-09-30, so there is no live period yet.',
+      note: 'signals-v4 went live on 2025-10-01; the data of this deployment ends on 2025-09-30, so there is no live period yet.',
     },
   },
   createKey: {

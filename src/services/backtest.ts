@@ -13,8 +13,11 @@ import {
   MODEL_V2_GRID,
   MODEL_V3,
   MODEL_V3_GRID,
+  MODEL_V4,
+  MODEL_V4_GRID,
   modelV2,
   modelV3,
+  modelV4,
   type SignalModel,
 } from '../engine/signal.ts';
 import type { SignalResult } from '../engine/types.ts';
@@ -43,8 +46,8 @@ export interface BacktestOptions {
   /** Walk-forward (the model's bands chosen per year on prior data) instead of one fixed model. */
   walkForward?: boolean;
   /**
-   * Model version: 'signals-v1', 'signals-v2' or 'signals-v3'; default the served model. Walk-forward
-   * takes v2 or v3 (the models with a band grid).
+   * Model version: 'signals-v1' to 'signals-v4'; default the served model. Walk-forward
+   * takes v2, v3 or v4 (the models with a band grid).
    */
   model?: string;
 }
@@ -197,6 +200,7 @@ const MODELS: readonly { model: SignalModel; family: ModelFamily | null }[] = [
   { model: MODEL_V1, family: null },
   { model: MODEL_V2, family: { version: MODEL_V2.version, grid: MODEL_V2_GRID, withBands: modelV2 } },
   { model: MODEL_V3, family: { version: MODEL_V3.version, grid: MODEL_V3_GRID, withBands: modelV3 } },
+  { model: MODEL_V4, family: { version: MODEL_V4.version, grid: MODEL_V4_GRID, withBands: modelV4 } },
 ];
 const KNOWN = MODELS.map((m) => m.model.version).join(', ');
 
@@ -217,7 +221,7 @@ export function familyByVersion(version: string | undefined): ModelFamily {
     throw new RangeError(
       `--walk-forward evaluates ${MODELS.filter((x) => x.family)
         .map((x) => x.model.version)
-        .join(' or ')} only`,
+        .join(', ')} only`,
     );
   return m.family;
 }

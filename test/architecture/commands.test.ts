@@ -49,7 +49,7 @@ test('backtest runs without a database, Fastify, the identity provider or the MC
   assert.equal(r.code, 0, r.stderr);
   const report = JSON.parse(r.stdout);
   assert.equal(report.mode, 'walk_forward');
-  assert.equal(report.model_version, 'signals-v3');
+  assert.equal(report.model_version, 'signals-v4');
   assert.deepEqual(
     report.choices.map((c: { year: number }) => c.year),
     [2024, 2025],

@@ -11,6 +11,7 @@ import {
   lowersConviction,
   MODEL_V2,
   MODEL_V3,
+  MODEL_V4,
   SIGNAL_WEIGHTS,
   SIGNAL_WEIGHTS_V2,
   signalChanges,
@@ -97,10 +98,10 @@ describe('levelWithHysteresis', () => {
 });
 
 describe('computeSignalSeries', () => {
-  it('base weights sum to 1 (v1 and v2); the service serves v3 (v2 weights)', () => {
+  it('base weights sum to 1 (v1 and v2); the service serves v4 (v2 weights)', () => {
     assert.ok(Math.abs(Object.values(SIGNAL_WEIGHTS).reduce((a, b) => a + b, 0) - 1) < 1e-12);
     assert.ok(Math.abs(Object.values(SIGNAL_WEIGHTS_V2).reduce((a, b) => a + b, 0) - 1) < 1e-12);
-    assert.equal(CURRENT_MODEL.version, 'signals-v3');
+    assert.equal(CURRENT_MODEL.version, 'signals-v4');
     assert.equal(CURRENT_MODEL.weights, SIGNAL_WEIGHTS_V2);
   });
 
@@ -129,6 +130,31 @@ describe('computeSignalSeries', () => {
     assert.equal(r3[0]!.pending, null);
     assert.ok(lowersConviction('strong_buy', 'buy') && lowersConviction('buy', 'sell') && lowersConviction('sell', 'neutral'));
     assert.ok(!lowersConviction('neutral', 'buy') && !lowersConviction('buy', 'strong_buy') && !lowersConviction('sell', 'strong_sell'));
+  });
+
+  it("v4 starts neutral: an asset's first level needs the 3-day confirmation too; v3 reported the first day's band at once", () => {
+    // Funding alone drives the score: -0.5 (sell band) from the first day.
+    const funding = Array.from({ length: 6 }, (_, i) => ({ date: day(i), rate: 0.0003 }));
+    const input = { asset: 'x', candles: flat(6), fearGreed: [], funding, regime: [], chainHealth: null, sources: SOURCES };
+    const v4 = computeSignalSeries(input, MODEL_V4);
+    const v3 = computeSignalSeries(input, MODEL_V3);
+    assert.deepEqual(
+      v3.map((s) => s.signal),
+      Array<string>(6).fill('sell'),
+    );
+    assert.deepEqual(
+      v4.map((s) => s.signal),
+      ['neutral', 'neutral', 'sell', 'sell', 'sell', 'sell'],
+    );
+    assert.deepEqual(
+      v4.map((s) => s.score),
+      v3.map((s) => s.score),
+      'the score is unchanged',
+    );
+    assert.equal(v4[0]!.level_rule.reason, 'confirmation');
+    assert.deepEqual(v4[0]!.level_rule.pending, { signal: 'sell', days: 1, needed: 3 });
+    assert.equal(MODEL_V4.version, 'signals-v4');
+    assert.deepEqual({ ...MODEL_V4, version: 'signals-v3', startNeutral: undefined }, { ...MODEL_V3, startNeutral: undefined });
   });
 
   it('v3 volatility gate: no buy while the 90-day downside semideviation exceeds the 365-day one; the score is unchanged', () => {
@@ -316,7 +342,8 @@ describe('computeSignalSeries', () => {
         if (s.factors.length > 0) assert.ok(Math.abs(s.factors.reduce((acc, f) => acc + f.weight, 0) - 1) < 1e-9);
         // Hysteresis and confirmation: the level either carries over or changes to the band of the day's
         // score, or to neutral from a buy band when the volatility gate is closed.
-        const prev = i > 0 ? a.series[i - 1]!.signal : null;
+        // Before the first day the level counts as neutral (v4's startNeutral).
+        const prev = i > 0 ? a.series[i - 1]!.signal : 'neutral';
         const band = signalLevel(s.score, CURRENT_MODEL.bands);
         if (prev !== s.signal)
           assert.ok(s.signal === band || (s.signal === 'neutral' && (band === 'buy' || band === 'strong_buy')), `${a.asset} ${s.as_of}`);

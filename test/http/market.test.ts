@@ -78,7 +78,7 @@ describe('signals', { skip: SKIP }, () => {
           const row = rows.find((x) => x.date === env.meta.as_of)!;
           assert.equal(s.price_usd, Number(row.close), s.asset);
           assert.equal(s.as_of, '2025-09-30');
-          assert.equal(s.model_version, 'signals-v3', 'says which model produced it');
+          assert.equal(s.model_version, 'signals-v4', 'says which model produced it');
           assert.equal(s.factors, undefined, 'factors only on request');
           const prev = rows.find((x) => x.date === '2025-09-29')!;
           assert.ok(Math.abs(s.change_24h_pct! - (Number(row.close) / Number(prev.close) - 1) * 100) < 1e-3);
@@ -381,9 +381,9 @@ describe('signal history', { skip: SKIP }, () => {
         const env = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/bitcoin?days=365&limit=200')).body);
         assert.equal(env.data.days, 365);
         assert.equal(env.data.limit, 200);
-        assert.equal(env.data.model_version, 'signals-v3');
+        assert.equal(env.data.model_version, 'signals-v4');
         assert.ok(env.data.entries.length > 0);
-        assert.ok(env.data.entries.every((e) => e.model_version === 'signals-v3'));
+        assert.ok(env.data.entries.every((e) => e.model_version === 'signals-v4'));
         for (let i = 1; i < env.data.entries.length; i++) assert.ok(env.data.entries[i - 1]!.changed_at > env.data.entries[i]!.changed_at);
         for (const e of env.data.entries) {
           assert.ok(e.changed_at >= '2024-10-01' && e.changed_at <= '2025-09-30');
@@ -439,7 +439,7 @@ describe('signal history', { skip: SKIP }, () => {
           e = page.next_end;
           assert.ok(pages < 20, 'paging ends');
         }
-        const stored = await h.svc.repos.history.listChanges('bitcoin', '1970-01-01', '2025-09-30', 10_000, 'signals-v3');
+        const stored = await h.svc.repos.history.listChanges('bitcoin', '1970-01-01', '2025-09-30', 10_000, 'signals-v4');
         assert.equal(all, stored.length);
         // Before the data: an empty window and nothing older, not an error.
         const before = await hist('end=2015-01-31');

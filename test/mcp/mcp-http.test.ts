@@ -117,7 +117,7 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     assert.equal(days.maximum, 365);
     assert.equal((hist.inputSchema.properties as any).limit.maximum, 200);
     // get_signals lists exactly the factors the served model returns for an asset with a chain
-    // (ETH; it once promised a `trend` factor, which signals-v3 does not weigh).
+    // (ETH; it once promised a `trend` factor, which signals-v4 does not weigh).
     const signals = tools.find((t) => t.name === 'get_signals')!;
     const one = (await c.callTool({ name: 'get_signals', arguments: { asset: 'eth', include_factors: true } })) as CallToolResult;
     const names = (one.structuredContent as { factors: { name: string }[] }).factors.map((f) => f.name);

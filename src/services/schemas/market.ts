@@ -44,7 +44,7 @@ const Stale = {
 
 /**
  * Why a signal reads its level (engine `LevelRule`; docs/methodology.md, "Why a level": the
- * score's band, then hysteresis, confirmation and the v3 downside-volatility gate on buys).
+ * score's band, then hysteresis, confirmation and the v3 and v4 downside-volatility gate on buys).
  */
 export const LevelRuleSchema = z
   .object({
@@ -71,7 +71,7 @@ export const LevelRuleSchema = z
         long_days: z.number().int(),
       })
       .nullable()
-      .describe('The downside-volatility gate on buys (model signals-v3); null for a model without it'),
+      .describe('The downside-volatility gate on buys (models signals-v3 and signals-v4); null for a model without it'),
     pending: z
       .object({ signal: SignalLevel, days: z.number().int().min(1), needed: z.number().int().min(1) })
       .nullable()
