@@ -60,6 +60,14 @@ interface MarketState {
   models: Map<string, Map<string, SignalResult[]>>;
 }
 
+/** The chain's health on each of `dates` (ascending), from the stored metrics and the regime series. */
+function chainHealthOn(data: MarketData, regimeSeries: RegimeResult[], chain: ChainId, dates: string[]): ChainHealthResult[] {
+  const metrics: Record<string, { date: string; value: number }[]> = {};
+  for (const [m, s] of Object.entries(data.chains.get(chain) ?? {})) metrics[m] = s.points;
+  const regimeByDate = (d: string) => regimeAt(regimeSeries, d)?.regime ?? 'neutral';
+  return computeChainHealthSeries({ chain, metrics, regimeByDate, dates });
+}
+
 /** Computes the whole-history regime, chain-health and signal series of `data`. */
 function computeState(data: MarketData): MarketState {
   const regimeSeries = computeRegimeSeries({
@@ -69,13 +77,10 @@ function computeState(data: MarketData): MarketState {
   });
   const chainHealthSeries = new Map<ChainId, ChainHealthResult[]>();
   const signalSeries = new Map<string, SignalResult[]>();
-  const regimeByDate = (d: string) => regimeAt(regimeSeries, d)?.regime ?? 'neutral';
   for (const c of CHAINS) {
     const dates = (data.candles.get(c.asset) ?? []).map((x) => x.date);
     if (dates.at(-1) !== data.asOf) dates.push(data.asOf);
-    const metrics: Record<string, { date: string; value: number }[]> = {};
-    for (const [m, s] of Object.entries(data.chains.get(c.chain) ?? {})) metrics[m] = s.points;
-    chainHealthSeries.set(c.chain, computeChainHealthSeries({ chain: c.chain, metrics, regimeByDate, dates }));
+    chainHealthSeries.set(c.chain, chainHealthOn(data, regimeSeries, c.chain, dates));
   }
   const state: MarketState = { data, regimeSeries, chainHealthSeries, signalSeries, models: new Map() };
   for (const [asset, series] of signalSeriesOf(state, CURRENT_MODEL)) signalSeries.set(asset, series);
@@ -428,9 +433,21 @@ export class MarketService {
     });
   }
 
+  /**
+   * The chain's health at the reference day: the series' last result, or, in live mode when
+   * the reference day is past the data's as-of day (a failing source), the health evaluated
+   * at the reference day, where metrics older than CHAIN_STALENESS_DAYS count as missing
+   * (docs/methodology.md, "Chain health"): an old value must not pass for current health.
+   */
+  #chainHealthNow(chain: ChainId): ChainHealthResult {
+    const last = this.chainHealthSeries.get(chain)!.at(-1)!;
+    const ref = this.referenceDay();
+    return ref <= last.date ? last : chainHealthOn(this.data, this.regimeSeries, chain, [ref])[0]!;
+  }
+
   #health(chain: ChainId): ChainHealthData {
     const c = CHAINS.find((x) => x.chain === chain)!;
-    const { date: _computedFor, ...h } = this.chainHealthSeries.get(chain)!.at(-1)!;
+    const { date: _computedFor, ...h } = this.#chainHealthNow(chain);
     return { ...h, name: c.name, ...staleness(this.#chainInputs(chain), this.referenceDay()) };
   }
 

@@ -1,0 +1,62 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { CHAIN_STALENESS_DAYS } from '../../src/engine/chain-health.ts';
+import { addDays } from '../../src/engine/util.ts';
+import { createService, type Service } from '../../src/server.ts';
+import { testConfig } from '../helpers/env.ts';
+import { at, cutDataset, liveEnv } from '../helpers/live.ts';
+import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+
+// Live mode whose sources stopped (no ingest round stores anything): chain health is judged at
+// the reference day (yesterday by the clock), not at the data's last day, so metrics more than
+// CHAIN_STALENESS_DAYS old count as missing and an old score does not pass for current health
+// (docs/methodology.md, "Chain health"). Before that limit the last score is served, marked stale.
+
+const CUT = '2025-04-10';
+let upstream: Upstream;
+let svc: Service;
+let dataDir = '';
+let now = at(addDays(CUT, 2)) + 3_600_000;
+
+before(async () => {
+  upstream = await startUpstream();
+  dataDir = cutDataset(CUT);
+  svc = await createService(testConfig(liveEnv(upstream, dataDir)), { clock: () => new Date(now) });
+});
+after(async () => {
+  await svc?.stop();
+  await upstream?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+const get = async (url: string) => {
+  const r = await svc.app.inject({ method: 'GET', url, remoteAddress: `10.11.${Math.floor(Math.random() * 250)}.1` });
+  return { status: r.statusCode, body: r.json() };
+};
+
+test('chain health in live mode: served stale within the staleness limit, insufficient_data past it', async () => {
+  assert.equal(svc.market.asOf, CUT);
+  // One day behind the reference day: the series' last result, as offline.
+  const fresh = (await get('/api/v1/chain-health/sol')).body.data;
+  const last = svc.market.chainHealthSeries.get('sol')!.at(-1)!;
+  assert.equal(fresh.score, last.score);
+  assert.equal(typeof fresh.score, 'number');
+
+  // The clock moves on, nothing new is stored: the metrics age against the reference day.
+  now = at(addDays(CUT, CHAIN_STALENESS_DAYS + 10)) + 3_600_000;
+  const old = await get('/api/v1/chain-health/sol');
+  assert.equal(old.status, 200);
+  assert.equal(old.body.data.score, null);
+  assert.equal(old.body.data.status, 'insufficient_data');
+  assert.equal(old.body.data.stale, true);
+  assert.ok(old.body.data.missing_metrics.length > 0);
+  for (const m of old.body.data.missing_metrics)
+    assert.match(m.reason, m.last_date ? /^stale: newest value is \d+ days old \(limit 14\)$/ : /./, m.metric);
+  const all = (await get('/api/v1/chain-health')).body.data.chains;
+  assert.ok(all.every((c: { score: number | null }) => c.score === null));
+  // The raw metrics are still served as stored, with their age.
+  const metrics = await get('/api/v1/chain-metrics/sol');
+  assert.equal(metrics.status, 200);
+  assert.equal(metrics.body.data.stale, true);
+});
