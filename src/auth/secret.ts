@@ -1,12 +1,49 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Config, ConfigError } from '../config.ts';
 
+/** Shortest secret accepted (as AUTH_SECRET's own bound in config.ts). */
+const MIN_SECRET_LENGTH = 32;
+
+/**
+ * The file that keeps the generated secret of the PGlite database at `pgliteDir`: beside it,
+ * named after it (`.data/pglite` -> `.data/pglite.auth-secret`), so that databases in one
+ * folder (e.g. /tmp) never share a secret or read one that someone else put there.
+ */
+export function authSecretFile(pgliteDir: string): string {
+  return `${path.resolve(pgliteDir)}.auth-secret`;
+}
+
+/**
+ * The secret in `file`, once it is known to be this process user's own: a regular file (not a
+ * symbolic link), owned by this user, readable by no one else (mode 0600 or stricter), and at
+ * least 32 characters. Ownership and mode are not checked on Windows.
+ * @throws ConfigError naming the file and what to do when it fails a check.
+ */
+function readOwnSecret(file: string): string {
+  const st = lstatSync(file);
+  const unsafe = (why: string) =>
+    new ConfigError(
+      `AUTH_SECRET: the secret file ${file} ${why}; it is not used. Remove it (a new one is generated; sessions and signed-in users' tokens end) or set AUTH_SECRET`,
+    );
+  if (!st.isFile()) throw unsafe('is not a regular file');
+  if (process.platform !== 'win32') {
+    if (typeof process.getuid === 'function' && st.uid !== process.getuid()) throw unsafe('belongs to another user');
+    if ((st.mode & 0o077) !== 0) throw unsafe(`is readable or writable by others (mode ${(st.mode & 0o777).toString(8)}; chmod 600 it)`);
+  }
+  const s = readFileSync(file, 'utf8').trim();
+  if (s.length < MIN_SECRET_LENGTH) throw unsafe(`holds fewer than ${MIN_SECRET_LENGTH} characters`);
+  return s;
+}
+
 /**
  * The embedded identity provider's secret: AUTH_SECRET, or one generated at first start and
- * kept beside the PGlite database (in memory for `memory://`).
- * @throws ConfigError when DATABASE_URL is set without AUTH_SECRET (instances must agree on it).
+ * kept in {@link authSecretFile} beside the PGlite database (in memory for `memory://`). A
+ * database made before the file had its own name kept it as `auth-secret` in the folder that
+ * holds the database: that file is copied to the new name when it passes the same checks.
+ * @throws ConfigError when DATABASE_URL is set without AUTH_SECRET (instances must agree on
+ *   it), or when the secret file is not this user's own (see readOwnSecret).
  */
 export function embeddedAuthSecret(config: Config): string {
   if (config.AUTH_SECRET) return config.AUTH_SECRET;
@@ -18,10 +55,19 @@ export function embeddedAuthSecret(config: Config): string {
     );
   }
   if (config.PGLITE_DIR.startsWith('memory://')) return randomBytes(32).toString('base64url');
-  const file = path.join(path.dirname(config.PGLITE_DIR), 'auth-secret');
-  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const file = authSecretFile(config.PGLITE_DIR);
+  if (existsSync(file)) return readOwnSecret(file);
+  const legacy = path.join(path.dirname(path.resolve(config.PGLITE_DIR)), 'auth-secret');
+  if (existsSync(legacy) && existsSync(config.PGLITE_DIR)) {
+    // Only for a database that exists: its stored keys were encrypted with that secret.
+    const s = readOwnSecret(legacy);
+    copyFileSync(legacy, file);
+    chmodSync(file, 0o600);
+    return s;
+  }
   mkdirSync(path.dirname(file), { recursive: true });
   const s = randomBytes(32).toString('base64url');
-  writeFileSync(file, s, { mode: 0o600 });
+  // 'wx': fails rather than follow a file or link created meanwhile.
+  writeFileSync(file, s, { mode: 0o600, flag: 'wx' });
   return s;
 }
