@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Argument, Command, CommanderError, Option } from 'commander';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
@@ -200,6 +200,8 @@ async function setTier(cfg: Config, email: string, tier: PlanTier): Promise<{ us
     import('./store/db.ts'),
     import('./store/user-repo.ts'),
   ]);
+  // No embedded database at PGLITE_DIR: nobody can be registered there, and none is created.
+  if (!cfg.DATABASE_URL && !cfg.PGLITE_DIR.startsWith('memory://') && !existsSync(cfg.PGLITE_DIR)) return { users: 0, via: 'none' };
   let database;
   try {
     database = await openDatabase({ databaseUrl: cfg.DATABASE_URL, pgliteDir: cfg.PGLITE_DIR });
@@ -253,17 +255,26 @@ async function announceTierChange(cfg: Config, coordination: Coordination): Prom
   }
 }
 
-/** Why nobody was found with this email, and what identifies a user. */
-function noUserMessage(cfg: Config, email: string): string {
+/** Why nobody was found with this email, and what identifies a user; `noDatabase` when PGLITE_DIR holds none. */
+function noUserMessage(cfg: Config, email: string, noDatabase = false): string {
+  const where = cfg.DATABASE_URL ? 'DATABASE_URL' : `PGLITE_DIR=${cfg.PGLITE_DIR}`;
+  if (noDatabase)
+    return (
+      `No user with email ${email}: there is no database at ${where} (none was created). Users live in the database ` +
+      'of the service they signed up on: give this command the same PGLITE_DIR (or DATABASE_URL) as that service.'
+    );
+  const looked = ` (looked up in the database at ${where}: give this command the same PGLITE_DIR or DATABASE_URL as the service)`;
   if (cfg.AUTH_ISSUER)
     return (
       `No user with email ${email}. With an external identity provider (AUTH_ISSUER=${cfg.AUTH_ISSUER}), a user is identified ` +
       "by the JWT's `sub` and this service learns of them (and their `email` claim) at their first key or thesis: " +
-      'ask them to sign in and create a key (POST /api/v1/keys/create), then run this command again.'
+      'ask them to sign in and create a key (POST /api/v1/keys/create), then run this command again' +
+      looked +
+      '.'
     );
   return (
     `No user with email ${email}: nobody has signed up with it on the embedded identity provider ` +
-    '(POST /auth/sign-up/email or /signin). Check the spelling, or ask the user to sign up first.'
+    `(POST /auth/sign-up/email or /signin)${looked}. Check the spelling, or ask the user to sign up first.`
   );
 }
 
@@ -350,7 +361,7 @@ function program(): Command {
       const cfg = config(flags(cmd));
       const r = await setTier(cfg, email, tier);
       if (r.users === 0) {
-        process.stderr.write(`${noUserMessage(cfg, email)}\n`);
+        process.stderr.write(`${noUserMessage(cfg, email, r.via === 'none')}\n`);
         process.exitCode = 1;
       } else process.stdout.write(`${email}: tier set to ${tier}${r.via === 'the running service' ? ' (by the running service)' : ''}\n`);
     });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, cpSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -157,6 +157,13 @@ test('users set-tier sets the plan of a registered user who has no key yet; an u
   const unknown = await cli(['users', 'set-tier', 'ghost@example.com', 'pro'], { PGLITE_DIR: pgliteDir });
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /No user with email ghost@example\.com: nobody has signed up with it/);
+  assert.ok(unknown.stderr.includes(`looked up in the database at PGLITE_DIR=${pgliteDir}`), unknown.stderr);
+  // A PGLITE_DIR with no database: said so, and none is created just to look.
+  const missing = path.join(tmpDir(), 'no-such-db');
+  const none = await cli(['users', 'set-tier', 'ghost@example.com', 'pro'], { PGLITE_DIR: missing });
+  assert.equal(none.code, 1);
+  assert.ok(none.stderr.includes(`there is no database at PGLITE_DIR=${missing} (none was created)`), none.stderr);
+  assert.equal(existsSync(missing), false);
   const external = await cli(['users', 'set-tier', 'ghost@example.com', 'pro'], {
     PGLITE_DIR: pgliteDir,
     AUTH_ISSUER: 'https://idp.example.com',
