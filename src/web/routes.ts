@@ -2,12 +2,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyCompress from '@fastify/compress';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PASSWORD_RULES } from '../auth/password-policy.ts';
 import { TIER_LIMITS } from '../auth/tiers.ts';
 import { ROOT_DIR } from '../config.ts';
 import { REGIME_ORDER, THESIS_METRICS } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS } from '../engine/types.ts';
+import { resolveAsset } from '../providers/assets.ts';
 import type { AsOf } from '../http/envelope.ts';
 import { createGuard } from '../http/guard.ts';
 import { v1Routes } from '../http/routes/v1.ts';
@@ -73,8 +74,11 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
     thesisMetrics: THESIS_METRICS,
   };
   const html = dashboardHtml(config);
-  const page = (_req: unknown, reply: FastifyReply) =>
+  // An asset page for an asset the service does not know is a 404 (the page still renders,
+  // and says so), like any other page that does not exist.
+  const page = (req: FastifyRequest, reply: FastifyReply) =>
     reply
+      .code((req.params as { asset?: string }).asset !== undefined && !resolveAsset((req.params as { asset: string }).asset) ? 404 : 200)
       .type('text/html; charset=utf-8')
       .header('content-security-policy', DASHBOARD_CSP)
       .header('cache-control', 'no-cache')

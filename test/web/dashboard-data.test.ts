@@ -111,9 +111,11 @@ describe('dashboard pages and files', { skip: SKIP }, () => {
   });
 
   test('every page path serves the document with a strict CSP; its script, style and the chart library come from this origin', async () => {
-    for (const p of ['/', '/asset/bitcoin', '/chains', '/account', '/signin']) {
+    for (const p of ['/', '/asset/bitcoin', '/asset/BTC', '/chains', '/account', '/signin', '/asset/xyz']) {
       const r = await h.request('GET', p);
-      assert.equal(r.status, 200, p);
+      // An asset page for an asset the service does not know is a 404; the page says so.
+      assert.equal(r.status, p === '/asset/xyz' ? 404 : 200, p);
+      assert.match(r.raw, /<script type="module" src="\/app\/static\/app.js/, p);
       assert.match(String(r.headers['content-security-policy']), /^default-src 'none'; script-src 'self'; style-src 'self'/);
       assert.equal(r.headers['x-frame-options'], 'DENY');
     }

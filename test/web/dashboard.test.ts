@@ -233,6 +233,19 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.deepEqual(errors, []);
   });
 
+  test('an unknown asset page is a 404 that says the asset is not available and why', async () => {
+    const other = await ctx.newPage();
+    try {
+      const res = await other.goto(`${base}/asset/xyz`);
+      assert.equal(res?.status(), 404);
+      await other.waitForSelector('body[data-ready="true"]', { timeout: 30_000 });
+      assert.equal(await other.textContent('main h1'), 'Asset not available');
+      assert.match((await other.textContent('main .error')) ?? '', /xyz/);
+    } finally {
+      await other.close();
+    }
+  });
+
   test('an asset page draws the candlestick chart (non-empty canvas) with signal markers', async () => {
     await open(page, '/asset/bitcoin');
     await page.waitForSelector('#chart[data-markers]', { timeout: 30_000 });

@@ -1335,7 +1335,7 @@ async function route() {
     else await accountPage();
   } catch (e) {
     main.replaceChildren(
-      h('h1', { text: 'Something went wrong' }),
+      h('h1', { text: e.status === 404 ? (path.startsWith('/asset/') ? 'Asset not available' : 'Not found') : 'Something went wrong' }),
       h('p', { class: 'error', text: e.message }),
       h('p', {}, h('a', { href: '/', text: 'Back to the overview' })),
     );
