@@ -723,7 +723,8 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   },
   KEY_LIMIT_REACHED: {
     code: 'KEY_LIMIT_REACHED',
-    message: 'You already have 5 active API keys; revoke one first',
+    message:
+      "You already have 5 active API keys; revoke one first (POST /api/v1/keys/revoke with an id from GET /api/v1/keys, or on the dashboard's /account page)",
     details: {
       max_active_keys: 5,
     },

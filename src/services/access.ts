@@ -164,7 +164,11 @@ export const MESSAGES = {
     `This operation needs the ${tiers.join(' or ')} tier; your tier is ${tier}${tier === 'unauthenticated' ? `: ${GET_A_KEY}` : ': the operator sets your plan (all your keys then get its tier)'}`,
   rateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
     `Rate limit exceeded: ${limit} requests per ${window} for the ${tier} tier; retry in ${waitFor(retryAfterSec)}` +
-    (tier === 'unauthenticated' ? `, or for higher limits ${GET_A_KEY}` : ''),
+    (tier === 'unauthenticated'
+      ? `, or for higher limits ${GET_A_KEY}`
+      : tier === 'api'
+        ? ''
+        : ' (higher tiers have higher limits: the operator sets your plan, README "Tiers and rate limits")'),
   accountRateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
     `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. retry in ${waitFor(retryAfterSec)}, or ask for a higher plan`,
   userRateLimited: `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`,

@@ -138,9 +138,13 @@ export class KeyService {
     const k = generateKey();
     const row = await this.keys.createKey(user.userId, name ?? 'default', k.prefix, k.hash, MAX_ACTIVE_KEYS);
     if (!row) {
-      throw new ServiceError('KEY_LIMIT_REACHED', `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first`, {
-        max_active_keys: MAX_ACTIVE_KEYS,
-      });
+      throw new ServiceError(
+        'KEY_LIMIT_REACHED',
+        `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first (POST /api/v1/keys/revoke with an id from GET /api/v1/keys, or on the dashboard's /account page)`,
+        {
+          max_active_keys: MAX_ACTIVE_KEYS,
+        },
+      );
     }
     return { id: row.id, key: k.key, prefix: row.prefix, name: row.name, tier: u.tier, created_at: iso(row.createdAt)! };
   }

@@ -75,7 +75,10 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     let r = await harness().request('GET', '/api/v1/assets', { token: key });
     for (let i = 0; i < 10; i++) r = await harness().request('GET', '/api/v1/assets', { token: key });
     expectError(r, 429, 'RATE_LIMITED');
-    assert.match(r.body.error.message, /^Rate limit exceeded: 10 requests per minute for the free tier; retry in \d+ s$/);
+    assert.match(
+      r.body.error.message,
+      /^Rate limit exceeded: 10 requests per minute for the free tier; retry in \d+ s \(higher tiers have higher limits: the operator sets your plan, README "Tiers and rate limits"\)$/,
+    );
   });
 
   test('a JWT on an API endpoint says API endpoints take a svc_live_ key and JWTs are for key management and theses', async () => {
