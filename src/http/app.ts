@@ -151,7 +151,20 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   // Read at each response: the live ingest moves the as-of day while the service runs.
   const asOf = () => deps.services.market.asOf;
   const metrics =
-    deps.config.METRICS === 'on' ? new HttpMetrics(async () => ({ ...(await deps.ready()), redis: deps.redisUp?.() ?? null })) : null;
+    deps.config.METRICS === 'on'
+      ? new HttpMetrics(
+          async () => ({ ...(await deps.ready()), redis: deps.redisUp?.() ?? null }),
+          () => {
+            const st = deps.services.market.status().value;
+            return {
+              fresh: st.series.length - st.stale_series - st.empty_series,
+              stale: st.stale_series,
+              empty: st.empty_series,
+              signalsUnavailable: deps.services.market.signals(false).value.unavailable.length,
+            };
+          },
+        )
+      : null;
   const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${ip}`));
   // Used when the shared limiter does not answer in time for a protocol error: empty, i.e. full quota.
   const fallbackLimiter = new TierRateLimiter(null);

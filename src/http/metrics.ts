@@ -20,6 +20,11 @@ export const PROTOCOL_ERROR = '(protocol error)';
  *   `allowed` or `limited`;
  * - `dependency_up{dependency}`: 1 when the database / the market data / Redis answers,
  *   checked at each scrape (at most METRICS_DEPENDENCY_TIMEOUT_MS);
+ * - `market_series{state}`: the market series (GET /api/v1/status) that are `fresh`,
+ *   `stale` (older than their cadence allows at the reference day) or `empty` (no data), and
+ *   `signals_unavailable`: assets not served as current (GET /api/v1/signals `unavailable`),
+ *   read at each scrape: `dependency_up{dependency="data"}` says the data can be read, these
+ *   say how current it is (live mode with failing sources: stale series and unavailable signals);
  * - Node's process metrics (`process_*`, `nodejs_*`).
  * No label carries a key, a user or an address.
  */
@@ -29,7 +34,10 @@ export class HttpMetrics {
   readonly #duration: Histogram<'method' | 'route' | 'status_code'>;
   readonly #decisions: Counter<'tier' | 'decision'>;
 
-  constructor(dependencies: () => Promise<Record<string, boolean | null | undefined>>) {
+  constructor(
+    dependencies: () => Promise<Record<string, boolean | null | undefined>>,
+    freshness?: () => { fresh: number; stale: number; empty: number; signalsUnavailable: number },
+  ) {
     const registers = [this.registry];
     const children = this.#children;
     this.#requests = new Counter({
@@ -80,6 +88,26 @@ export class HttpMetrics {
         }
       },
     });
+    if (freshness) {
+      const series = new Gauge({
+        name: 'market_series',
+        help: 'Market series by state at the reference day: fresh, stale (older than their cadence allows) or empty (no data)',
+        labelNames: ['state'],
+        registers,
+        collect() {
+          const f = freshness();
+          for (const state of ['fresh', 'stale', 'empty'] as const) series.set({ state }, f[state]);
+        },
+      });
+      const unavailable = new Gauge({
+        name: 'signals_unavailable',
+        help: 'Assets whose signal is not served as current (no or stale prices), as GET /api/v1/signals lists them',
+        registers,
+        collect() {
+          unavailable.set(freshness().signalsUnavailable);
+        },
+      });
+    }
     collectDefaultMetrics({ register: this.registry });
   }
 

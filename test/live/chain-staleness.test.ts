@@ -42,6 +42,8 @@ test('chain health in live mode: served stale within the staleness limit, insuff
   const last = svc.market.chainHealthSeries.get('sol')!.at(-1)!;
   assert.equal(fresh.score, last.score);
   assert.equal(typeof fresh.score, 'number');
+  const before = (await svc.app.inject({ method: 'GET', url: '/metrics' })).body;
+  assert.match(before, /^signals_unavailable 0$/m);
 
   // The clock moves on, nothing new is stored: the metrics age against the reference day.
   now = at(addDays(CUT, CHAIN_STALENESS_DAYS + 10)) + 3_600_000;
@@ -55,6 +57,14 @@ test('chain health in live mode: served stale within the staleness limit, insuff
     assert.match(m.reason, m.last_date ? /^stale: newest value is \d+ days old \(limit 14\)$/ : /./, m.metric);
   const all = (await get('/api/v1/chain-health')).body.data.chains;
   assert.ok(all.every((c: { score: number | null }) => c.score === null));
+  // Monitoring sees it: every series with data is stale and no signal is served as current.
+  const metrics$ = (await svc.app.inject({ method: 'GET', url: '/metrics' })).body;
+  const gauge = (re: RegExp) => Number(re.exec(metrics$)?.[1]);
+  const status = (await get('/api/v1/status')).body.data;
+  assert.equal(gauge(/^market_series\{state="stale"\} (\d+)$/m), status.stale_series);
+  assert.equal(gauge(/^market_series\{state="empty"\} (\d+)$/m), status.empty_series);
+  assert.equal(gauge(/^market_series\{state="fresh"\} (\d+)$/m), 0);
+  assert.equal(gauge(/^signals_unavailable (\d+)$/m), 11);
   // The raw metrics are still served as stored, with their age.
   const metrics = await get('/api/v1/chain-metrics/sol');
   assert.equal(metrics.status, 200);
