@@ -538,7 +538,8 @@ export class MarketService {
           capabilities: {
             signals: e !== null,
             factors: e !== null,
-            signal_history: e !== null,
+            // The stored changes are served whether or not the signal is current (live mode with a stale source).
+            signal_history: (this.signalSeries.get(a.asset)?.length ?? 0) > 0,
             ...this.dataCapabilities(a),
             thesis: e !== null,
           },

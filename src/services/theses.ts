@@ -159,8 +159,8 @@ export class ThesisService {
           return { ...t, health: this.#evaluate(t, now) };
         } catch (err) {
           // One thesis whose asset has no current data does not fail the list: it says why.
-          // A failure of the service itself (5xx) fails the request, and is logged, as usual.
-          if (!(err instanceof ServiceError) || err.status >= 500) throw err;
+          // (#evaluate reads no database; anything but a ServiceError fails the request, logged.)
+          if (!(err instanceof ServiceError)) throw err;
           return { ...t, health: null, health_error: { code: err.code, message: err.message } };
         }
       }),
@@ -243,9 +243,24 @@ export class ThesisService {
     return this.#evaluate(await this.get(userId, id), new Date());
   }
 
-  /** The health of a stored thesis against the current data, evaluated at `now`. */
+  /**
+   * The health of a stored thesis against the current data, evaluated at `now`. Reads only
+   * the in-memory market answers (no database).
+   * @throws ServiceError SERVICE_UNAVAILABLE when the thesis's asset has no current signal
+   *   (its prices missing or stale): the thesis exists, its health cannot be told now.
+   */
   #evaluate(t: Thesis, now: Date): ThesisHealthData {
-    const { snapshot, as_of, stale_reason } = this.snapshot(t.asset);
+    let read: ReturnType<ThesisService['snapshot']>;
+    try {
+      read = this.snapshot(t.asset);
+    } catch (err) {
+      if (!(err instanceof ServiceError) || err.code !== 'NOT_FOUND') throw err;
+      throw new ServiceError('SERVICE_UNAVAILABLE', `Thesis '${t.id}' cannot be evaluated now: ${err.message}`, {
+        ...err.details,
+        thesis_id: t.id,
+      });
+    }
+    const { snapshot, as_of, stale_reason } = read;
     const h = evaluateThesis(
       {
         direction: t.direction,

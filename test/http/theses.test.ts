@@ -573,8 +573,13 @@ describe('theses on an as-of day before an asset has data', { skip: SKIP }, () =
       assert.equal(byId.get(btc.id)!.health!.as_of, '2024-06-01');
       assert.equal(byId.get(hype.id)!.health, null);
       const single = await past.request('GET', `/api/v1/thesis/${hype.id}/health`, { token: u.key });
-      expectError(single, 404, 'NOT_FOUND');
-      assert.deepEqual(byId.get(hype.id)!.health_error, { code: 'NOT_FOUND', message: single.body.error.message });
+      // The thesis exists (not a 404): its health cannot be told on this day, and the answer says why.
+      expectError(single, 503, 'SERVICE_UNAVAILABLE');
+      assert.match(
+        single.body.error.message,
+        new RegExp(`^Thesis '${hype.id}' cannot be evaluated now: Asset '.*' has no current signal: no price data on or before 2024-06-01`),
+      );
+      assert.deepEqual(byId.get(hype.id)!.health_error, { code: 'SERVICE_UNAVAILABLE', message: single.body.error.message });
     } finally {
       await past.stop();
     }

@@ -65,6 +65,26 @@ test('chain health in live mode: served stale within the staleness limit, insuff
   assert.equal(gauge(/^market_series\{state="empty"\} (\d+)$/m), status.empty_series);
   assert.equal(gauge(/^market_series\{state="fresh"\} (\d+)$/m), 0);
   assert.equal(gauge(/^signals_unavailable (\d+)$/m), 11);
+  // GET /assets: no signal is current, the stored history still is served (and says so).
+  const assets = (await get('/api/v1/assets')).body.data.assets as { asset: string; capabilities: Record<string, boolean> }[];
+  assert.ok(assets.every((a) => !a.capabilities.signals && !a.capabilities.thesis));
+  assert.ok(
+    assets.every((a) => a.capabilities.signal_history),
+    'history is stored for every asset',
+  );
+  assert.equal((await svc.market.signalHistory('sol', 365, 5)).value.entries.length > 0, true);
+  // A thesis on an asset with no current signal exists, but its health cannot be told now:
+  // 503 (not the 404 of a missing thesis); the list says so per thesis.
+  const t = await svc.theses.create('stale-user', 'stale@example.com', { asset: 'SOL', direction: 'long', title: 'SOL', conditions: [] });
+  await assert.rejects(
+    svc.theses.health('stale-user', t.id),
+    (e: Error & { code?: string }) =>
+      e.code === 'SERVICE_UNAVAILABLE' &&
+      e.message.startsWith(`Thesis '${t.id}' cannot be evaluated now: Asset 'solana' has no current signal: stale`),
+  );
+  const listed = (await svc.theses.list('stale-user', { withHealth: true, limit: 10 })).theses[0]!;
+  assert.equal(listed.health, null);
+  assert.equal(listed.health_error?.code, 'SERVICE_UNAVAILABLE');
   // The raw metrics are still served as stored, with their age.
   const metrics = await get('/api/v1/chain-metrics/sol');
   assert.equal(metrics.status, 200);

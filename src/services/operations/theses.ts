@@ -75,7 +75,7 @@ export const getThesisHealth = defineOperation({
   tag: 'theses',
   summary: 'Evaluate a thesis against current data (owner only)',
   description:
-    'Health score 0..100, status, triggered conditions and the action-required flag (an invalidation holds, the stop is hit, or the score is below 40). Method: docs/methodology.md, "Thesis health".',
+    'Health score 0..100, status, triggered conditions and the action-required flag (an invalidation holds, the stop is hit, or the score is below 40). When the asset has no current signal (its prices missing or stale, e.g. live mode with a failing source) the health cannot be told: 503 SERVICE_UNAVAILABLE says why. Method: docs/methodology.md, "Thesis health".',
   policy: API_KEY_OR_USER,
   errors: ['NOT_FOUND'],
   input: ThesisIdInput,

@@ -197,13 +197,13 @@ export const AssetEntrySchema = z.object({
   data_from: Day.nullable(),
   data_to: Day.nullable(),
   capabilities: z.object({
-    signals: z.boolean(),
-    factors: z.boolean(),
-    signal_history: z.boolean(),
-    chain_health: z.boolean(),
-    chain_metrics: z.boolean(),
-    funding_rate: z.boolean(),
-    thesis: z.boolean(),
+    signals: z.boolean().describe('A current signal is served (GET /signals/{asset}): prices present and not stale'),
+    factors: z.boolean().describe('The current signal comes with its factors (include_factors=true)'),
+    signal_history: z.boolean().describe('Stored signal changes exist (GET /signal-history/{asset}), current or not'),
+    chain_health: z.boolean().describe('The asset has a chain health score (ETH, SOL, HYPE)'),
+    chain_metrics: z.boolean().describe('The asset has raw chain metrics (ETH, SOL, HYPE)'),
+    funding_rate: z.boolean().describe('A funding-rate series exists (funding_rate thesis conditions are accepted)'),
+    thesis: z.boolean().describe("A thesis on the asset can be evaluated now (its health needs the asset's current signal)"),
   }),
 });
 
