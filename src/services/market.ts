@@ -294,6 +294,11 @@ export class MarketService {
     this.assets();
   }
 
+  /** Whether `asked` names a supported asset (id or ticker, any case), as the asset routes resolve it. */
+  isKnownAsset(asked: string): boolean {
+    return resolveAsset(asked) !== undefined;
+  }
+
   #resolve(asked: string): AssetInfo {
     const a = resolveAsset(asked);
     if (!a) throw assetNotFound(asked, ASSETS);

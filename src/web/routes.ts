@@ -8,7 +8,6 @@ import { TIER_LIMITS } from '../auth/tiers.ts';
 import { ROOT_DIR } from '../config.ts';
 import { REGIME_ORDER, THESIS_METRICS } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS } from '../engine/types.ts';
-import { resolveAsset } from '../providers/assets.ts';
 import type { AsOf } from '../http/envelope.ts';
 import { createGuard } from '../http/guard.ts';
 import { v1Routes } from '../http/routes/v1.ts';
@@ -78,7 +77,12 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
   // and says so), like any other page that does not exist.
   const page = (req: FastifyRequest, reply: FastifyReply) =>
     reply
-      .code((req.params as { asset?: string }).asset !== undefined && !resolveAsset((req.params as { asset: string }).asset) ? 404 : 200)
+      .code(
+        (req.params as { asset?: string }).asset !== undefined &&
+          !deps.services.market.isKnownAsset((req.params as { asset: string }).asset)
+          ? 404
+          : 200,
+      )
       .type('text/html; charset=utf-8')
       .header('content-security-policy', DASHBOARD_CSP)
       .header('cache-control', 'no-cache')
