@@ -5,6 +5,7 @@ import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth
 import { type ErrorCode, unexpectedError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { sendError } from './envelope.ts';
+import { UNSAFE_TEXT, UNSAFE_TEXT_MESSAGE } from '../services/schemas/common.ts';
 
 /**
  * Sign-in attempts allowed per account (the lower-cased email) per window, counted across
@@ -141,6 +142,15 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           return refuse(400, 'INVALID_PARAMETER', `Invalid body field 'name': at most ${SIGN_UP_NAME_MAX} characters (got ${nameLength})`, {
             field: 'name',
           });
+        // Refused before better-auth looks anything up: the same answer for every email (a NUL
+        // in a new user's name failed only for unregistered emails, and update-user with a 500).
+        if (name !== null && (UNSAFE_TEXT.test(name) || name.trim() === ''))
+          return refuse(
+            400,
+            'INVALID_PARAMETER',
+            `Invalid body field 'name': ${name.trim() === '' ? 'must not be blank' : UNSAFE_TEXT_MESSAGE}; send a display name`,
+            { field: 'name' },
+          );
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
         headers.set(CLIENT_IP_HEADER, req.ip);

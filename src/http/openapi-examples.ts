@@ -360,6 +360,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
     signal_at_start: 'neutral',
     signal_changes: [],
+    stale: false,
+    stale_reason: null,
   },
   getTrackRecord: {
     model_version: 'signals-v4',

@@ -591,6 +591,7 @@ export class MarketService {
         candles,
         signal_at_start: atStart,
         signal_changes,
+        ...staleness([{ label: a.symbol, kind: 'candles', newest: all.at(-1)!.date }], this.referenceDay()),
       };
     });
   }

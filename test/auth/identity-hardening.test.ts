@@ -138,6 +138,23 @@ describe('embedded identity provider on PGlite', () => {
     assert.deepEqual(shape(again.body), shape(fresh.body));
     assert.equal(again.body.user.email, email);
     assert.equal(again.headers['set-cookie'], fresh.headers['set-cookie']);
+    // A name the database or a reader would choke on (NUL, other control characters, a
+    // bidirectional override) is refused before any lookup: the same 400 for both emails.
+    for (const name of ['a\u0000b', 'a\u0007b', '\u202eabc', '\u200b', '  ']) {
+      const known = await post(svc, '/auth/sign-up/email', { name, email, password });
+      const unknownEmail = await post(svc, '/auth/sign-up/email', { name, email: `other.${email}`, password });
+      assert.equal(known.status, 400, `${JSON.stringify(name)} ${known.raw}`);
+      assert.equal(known.body.error.code, 'INVALID_PARAMETER');
+      assert.deepEqual(known.body.error, unknownEmail.body.error, JSON.stringify(name));
+      assert.match(
+        known.body.error.message,
+        /^Invalid body field 'name': must not (contain control or invisible formatting characters|be blank); send a display name$/,
+      );
+    }
+    const session = { authorization: `Bearer ${(await post(svc, '/auth/sign-in/email', { email, password })).body.token}` };
+    const nul = await post(svc, '/auth/update-user', { name: 'a\u0000b' }, session);
+    assert.equal(nul.status, 400, nul.raw);
+    assert.equal(nul.body.error.code, 'INVALID_PARAMETER');
     // The account keeps its password: the second sign-up did not take it over.
     assert.equal((await post(svc, '/auth/sign-in/email', { email, password })).status, 200);
     assert.equal((await post(svc, '/auth/sign-in/email', { email, password: 'another river stone 9' })).status, 401);

@@ -255,6 +255,8 @@ describe('theses', { skip: SKIP }, () => {
       ['title only spaces', { ...VALID, title: '   ' }, /title/],
       ['title too long', { ...VALID, title: 'x'.repeat(201) }, /title/],
       ['title with a control character', { ...VALID, title: 'a\u0007b' }, /title/],
+      ['title with a bidirectional override', { ...VALID, title: '\u202eabc' }, /title.*invisible formatting/],
+      ['title of a zero-width space', { ...VALID, title: '\u200b' }, /title/],
       ['a negative entry price', { ...VALID, entry_price: -1 }, /entry_price/],
       ['a zero target price', { ...VALID, target_price: 0 }, /target_price/],
       ['a negative stop price', { ...VALID, stop_price: -5 }, /stop_price/],

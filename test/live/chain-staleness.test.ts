@@ -44,6 +44,8 @@ test('chain health in live mode: served stale within the staleness limit, insuff
   assert.equal(typeof fresh.score, 'number');
   const before = (await svc.app.inject({ method: 'GET', url: '/metrics' })).body;
   assert.match(before, /^signals_unavailable 0$/m);
+  const pricesFresh = (await get('/api/v1/prices/sol?days=5')).body.data;
+  assert.deepEqual([pricesFresh.stale, pricesFresh.stale_reason], [false, null]);
 
   // The clock moves on, nothing new is stored: the metrics age against the reference day.
   now = at(addDays(CUT, CHAIN_STALENESS_DAYS + 10)) + 3_600_000;
@@ -85,6 +87,10 @@ test('chain health in live mode: served stale within the staleness limit, insuff
   const listed = (await svc.theses.list('stale-user', { withHealth: true, limit: 10 })).theses[0]!;
   assert.equal(listed.health, null);
   assert.equal(listed.health_error?.code, 'SERVICE_UNAVAILABLE');
+  // Prices are served as stored, and say how old they are.
+  const prices = (await get('/api/v1/prices/sol?days=5')).body.data;
+  assert.equal(prices.stale, true);
+  assert.match(prices.stale_reason, new RegExp(`^SOL \\(prices\\) end ${CUT}, \\d+ days before`));
   // The raw metrics are still served as stored, with their age.
   const metrics = await get('/api/v1/chain-metrics/sol');
   assert.equal(metrics.status, 200);

@@ -19,19 +19,24 @@ z.config({
 });
 
 /**
- * User-supplied text (names, titles, ids): trimmed, and without control characters, which
- * PostgreSQL refuses in text and jsonb (NUL) or which would only hide content.
+ * Characters user-supplied text may not hold: C0 and C1 control characters (PostgreSQL
+ * refuses NUL in text and jsonb; the others only hide content), and the invisible formatting
+ * characters that make a text read other than it is (zero-width characters, bidirectional
+ * overrides and isolates, the byte-order mark; Unicode TR #36, "Bidirectional Text Spoofing").
  */
+// eslint-disable-next-line no-control-regex -- control characters are what this finds
+export const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
+/** The message for text that holds {@link UNSAFE_TEXT}. */
+export const UNSAFE_TEXT_MESSAGE = 'must not contain control or invisible formatting characters';
+
+/** User-supplied text (names, titles, ids): trimmed, and without {@link UNSAFE_TEXT}. */
 export function safeText(min: number, max: number) {
-  return (
-    z
-      .string()
-      .trim()
-      .min(min)
-      .max(max)
-      // eslint-disable-next-line no-control-regex -- control characters are what this refuses
-      .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), { error: 'must not contain control characters' })
-  );
+  return z
+    .string()
+    .trim()
+    .min(min)
+    .max(max)
+    .refine((s) => !UNSAFE_TEXT.test(s), { error: UNSAFE_TEXT_MESSAGE });
 }
 
 /**

@@ -296,6 +296,7 @@ export const PricesDataSchema = z.object({
   candles: z.array(PriceCandleSchema).describe('Oldest first; days the source lacks are absent'),
   signal_at_start: SignalLevel.nullable().describe("Signal level in effect on the first candle's day; null before the signal has data"),
   signal_changes: z.array(PriceSignalChangeSchema).describe('Signal level changes inside the window, oldest first'),
+  ...Stale,
 });
 
 /** Types of the schemas above. */
