@@ -33,6 +33,9 @@ export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
  */
 export const MCP_CONTROL_REQUESTS_PER_MINUTE = 120;
 
+/** Most JSON-RPC messages one POST /mcp may carry (a batch); each counts on its own. */
+export const MCP_MAX_BATCH = 50;
+
 /** What the /mcp endpoint needs. */
 export interface McpHttpDeps {
   services: Services;
@@ -189,8 +192,18 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     }
     const caller = auth.caller;
     const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
-    if (messages.some((m) => (m as { method?: unknown } | null)?.method !== 'tools/call')) {
-      const b = await control.consume(caller.subject);
+    if (messages.length > MCP_MAX_BATCH)
+      return rpcError(
+        reply,
+        400,
+        -32600,
+        `A batch may hold at most ${MCP_MAX_BATCH} messages (this one holds ${messages.length}): send them in smaller batches`,
+      );
+    // Each message other than tools/call counts once against the cap, batched or not
+    // (tools/call is counted per call against the API quota, in the tool).
+    const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;
+    if (controlMessages > 0) {
+      const b = await control.consume(caller.subject, controlMessages);
       if (!b.allowed) {
         reply.header('Retry-After', String(b.retryAfterSec));
         reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
@@ -198,7 +211,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
           reply,
           429,
           -32000,
-          `Too many MCP requests other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute`,
+          `Too many MCP messages other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute, each message of a batch counted; retry in ${b.retryAfterSec} s`,
         );
       }
     }

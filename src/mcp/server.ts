@@ -3,6 +3,8 @@ import {
   type CallToolResult,
   CallToolRequestSchema,
   ErrorCode,
+  InitializeRequestSchema,
+  type InitializeResult,
   ListToolsRequestSchema,
   McpError,
   type Tool,
@@ -50,7 +52,10 @@ const TOOL_SERIES: Record<string, readonly StatusData['series'][number]['kind'][
  * the parse with a numeric `code` is answered with that code and message instead.
  * `hint` says what to send.
  */
-function withInvalidParams<S extends typeof CallToolRequestSchema | typeof ListToolsRequestSchema>(schema: S, hint: string) {
+function withInvalidParams<S extends typeof CallToolRequestSchema | typeof ListToolsRequestSchema | typeof InitializeRequestSchema>(
+  schema: S,
+  hint: string,
+) {
   const method = schema.shape.method.value;
   const params = schema.shape.params as z.ZodType<z.output<S>['params']>;
   return z.object({
@@ -73,6 +78,10 @@ const CALL_TOOL_REQUEST = withInvalidParams(
   'Send {"name": <a tool from tools/list>, "arguments": {<its arguments>}}.',
 );
 const LIST_TOOLS_REQUEST = withInvalidParams(ListToolsRequestSchema, 'Send no params, or {"cursor": <string>}.');
+const INITIALIZE_REQUEST = withInvalidParams(
+  InitializeRequestSchema,
+  'Send {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": <string>, "version": <string>}}.',
+);
 
 /** `tools/list` answers by the status answer they were built from (rebuilt when the data or its freshness changes). */
 const lists = new WeakMap<object, { tools: Tool[] }>();
@@ -125,6 +134,10 @@ export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server
     capabilities: { tools: { listChanged: false } },
     instructions: INSTRUCTIONS,
   });
+  // initialize as the SDK answers it (its handler, re-registered: setRequestHandler replaces),
+  // with malformed params answered -32602 naming the field instead of -32603 with raw issues.
+  const sdk = server as unknown as { _oninitialize(r: z.output<typeof InitializeRequestSchema>): Promise<InitializeResult> };
+  server.setRequestHandler(INITIALIZE_REQUEST, (request) => sdk._oninitialize(request as z.output<typeof InitializeRequestSchema>));
   // A pending context (stdio while the core starts): tools/list and tools/call wait for it.
   server.setRequestHandler(LIST_TOOLS_REQUEST, async () => toolList((ctx instanceof Promise ? await ctx : ctx).services.market.status()));
   server.setRequestHandler(CALL_TOOL_REQUEST, async (request): Promise<CallToolResult> => {

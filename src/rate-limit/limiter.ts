@@ -59,8 +59,11 @@ export interface Counter {
 
 /** A fixed-window budget (`TierRateLimiter.budget`): failed authentications per IP, key management per user. */
 export interface Budget {
-  /** Counts one event of `subject`; refused when the budget is used up (nothing is then counted). */
-  consume(subject: string): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
+  /**
+   * Counts `points` events (default 1) of `subject`; refused when they do not all fit in what
+   * is left of the budget (nothing is then counted).
+   */
+  consume(subject: string, points?: number): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
   /** Whether `subject` has used up the budget, without counting anything. */
   exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }>;
   /** The budget's counter, for `TierRateLimiter.admit` and `check`. */
@@ -358,13 +361,13 @@ export class TierRateLimiter {
         const used = r?.consumedPoints ?? 0;
         return { exhausted: used >= points, retryAfterSec: r ? Math.max(1, Math.ceil(r.msBeforeNext / 1000)) : 0 };
       },
-      async consume(subject) {
+      async consume(subject, n = 1) {
         try {
-          const r = await lim.consume(subject);
+          const r = await lim.consume(subject, n);
           return { allowed: true, retryAfterSec: 0, remaining: r.remainingPoints, resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) };
         } catch (e) {
           if (e instanceof RateLimiterRes) {
-            await lim.reward(subject).catch(() => {});
+            await lim.reward(subject, n).catch(() => {});
             const retryAfterSec = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
             return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec };
           }

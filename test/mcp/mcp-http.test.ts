@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
 import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas/market.ts';
@@ -374,6 +375,48 @@ describe('MCP auth, tiers and limits', () => {
     const res = await rawMcp(callMsg('get_assets'), auth);
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-ratelimit-remaining'), '49');
+  });
+
+  test('a batch counts each of its messages against the cap, and holds at most MCP_MAX_BATCH', async () => {
+    const auth = { authorization: `Bearer ${await makeKey('mcp-batch')}` };
+    const list = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ jsonrpc: '2.0', id: from + i, method: 'tools/list' }));
+    const first = await rawMcp(list(50), auth);
+    assert.equal(first.status, 200);
+    assert.equal(((await first.json()) as unknown[]).length, 50);
+    assert.equal((await rawMcp(list(50, 50), auth)).status, 200);
+    // 100 of 120 used: a batch of 21 does not fit, and counts nothing; one of 20 does.
+    const over = await rawMcp(list(21, 100), auth);
+    assert.equal(over.status, 429);
+    assert.match(((await over.json()) as { error: { message: string } }).error.message, /each message of a batch counted; retry in \d+ s$/);
+    assert.equal((await rawMcp(list(20, 100), auth)).status, 200);
+    assert.equal((await rawMcp(list(1, 120), auth)).status, 429);
+    const big = await rawMcp(list(MCP_MAX_BATCH + 1), { authorization: `Bearer ${await makeKey('mcp-big-batch')}` });
+    assert.equal(big.status, 400);
+    const bigBody = (await big.json()) as { error: { code: number; message: string } };
+    assert.equal(bigBody.error.code, -32600);
+    assert.match(bigBody.error.message, new RegExp(`at most ${MCP_MAX_BATCH} messages \\(this one holds ${MCP_MAX_BATCH + 1}\\)`));
+  });
+
+  test('initialize with missing or mistyped params is -32602 naming the field, not -32603', async () => {
+    const auth = { authorization: `Bearer ${keys.api}` };
+    for (const params of [undefined, {}, { protocolVersion: 5, capabilities: {}, clientInfo: { name: 'x', version: '1' } }]) {
+      const res = await rawMcp({ jsonrpc: '2.0', id: 9, method: 'initialize', ...(params === undefined ? {} : { params }) }, auth);
+      const body = (await res.json()) as { id: number; error: { code: number; message: string } };
+      assert.equal(body.error.code, -32602, JSON.stringify(body));
+      assert.equal(body.id, 9);
+      assert.match(body.error.message, /Invalid initialize params: 'params(\.protocolVersion)?': .*Send \{"protocolVersion"/);
+    }
+    const ok = await rawMcp(
+      {
+        jsonrpc: '2.0',
+        id: 10,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      },
+      auth,
+    );
+    const okBody = (await ok.json()) as { result: { serverInfo: { name: string } } };
+    assert.equal(okBody.result.serverInfo.name, 'market-intel');
   });
 
   test('Host and Origin are validated (DNS rebinding) and tokens in the query string are refused', async () => {
