@@ -266,9 +266,16 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       // An undeclared query parameter (closedObject): its message names it and the accepted
       // ones. (Strict bodies keep the form below: the path of the object, then zod's message.)
       const unknown = first?.keyword === 'unrecognized_keys' && err.validationContext === 'querystring';
+      const path = first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') ?? '';
+      // An undeclared field of a strict body: named with its path, like any other bad field.
+      const extra = first?.keyword === 'unrecognized_keys' && !unknown ? params?.keys?.[0] : undefined;
       const field =
-        (unknown ? params?.keys?.[0] : first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') || params?.missingProperty) ?? '';
-      const message = unknown ? first.message! : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
+        (unknown ? params?.keys?.[0] : extra !== undefined ? (path ? `${path}.${extra}` : extra) : path || params?.missingProperty) ?? '';
+      const message = unknown
+        ? first.message!
+        : extra !== undefined
+          ? `Unknown ${where} '${field}': remove it (the API reference at /docs lists the fields this route takes)`
+          : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
     // @fastify/static refuses a path that leaves its folder (e.g.

@@ -391,11 +391,12 @@ describe('theses', { skip: SKIP }, () => {
         },
         /conditions\.1\.id/,
       ],
-      ['an unknown extra field', { ...VALID, leverage: 10 }, /leverage/],
+      ['a price past 1e12 USD', { ...VALID, target_price: 1.7976931348623157e308 }, /'target_price'/],
+      ['an unknown extra field', { ...VALID, leverage: 10 }, /^Unknown body field 'leverage': remove it \(the API reference at \/docs/],
       [
         'an unknown field in a condition',
         { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: 30, weight: 2 }] },
-        /^Invalid body field 'conditions\.0': Unrecognized key: "weight"$/,
+        /^Unknown body field 'conditions\.0\.weight': remove it/,
       ],
       [
         'more than 20 conditions',

@@ -84,7 +84,9 @@ export const ConditionInputSchema = z
     }
   });
 
-const Price = z.number().finite().positive().describe('USD');
+/** Highest price a thesis may give, USD: far above any asset's, and a bound on nonsense (1e308). */
+const MAX_PRICE_USD = 1e12;
+const Price = z.number().finite().positive().max(MAX_PRICE_USD).describe(`USD (above 0, at most ${MAX_PRICE_USD.toExponential()})`);
 
 /** Body of POST /thesis. */
 export const ThesisInputSchema = z
