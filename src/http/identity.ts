@@ -36,6 +36,26 @@ const NAMED_PATHS = new Set([`${AUTH_BASE_PATH}/sign-up/email`, `${AUTH_BASE_PAT
 /** Longest display `name` accepted at sign-up or update-user, characters (code points; better-auth sets no limit). */
 export const SIGN_UP_NAME_MAX = 100;
 
+/**
+ * better-auth endpoints this service does not offer (their features need email delivery or are
+ * not enabled), answered 404 with why before better-auth sees them: better-auth answered them
+ * with a message of its own and logged an error for each anonymous call.
+ */
+const NOT_OFFERED: ReadonlyMap<string, string> = new Map([
+  ...['request-password-reset', 'forget-password', 'reset-password'].map(
+    (p) =>
+      [
+        `${AUTH_BASE_PATH}/${p}`,
+        'Password reset is not offered: this service sends no email. Sign in with your password; a lost one cannot be recovered here, so sign up again with another email (README, "Accounts, API keys and theses")',
+      ] as const,
+  ),
+  [`${AUTH_BASE_PATH}/change-email`, 'Changing the email of an account is not offered: sign up again with the new email'],
+  [
+    `${AUTH_BASE_PATH}/delete-user`,
+    'Deleting an account is not offered here: revoke its API keys (POST /api/v1/keys/revoke) and delete its theses',
+  ],
+]);
+
 /** The path of the session-to-JWT exchange (`GET /auth/token` with the session token as bearer). */
 const TOKEN_PATH = `${AUTH_BASE_PATH}/token`;
 
@@ -135,6 +155,8 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
             });
           if (limiter && (await throttled(limiter, req, reply, path))) return reply;
         }
+        const notOffered = NOT_OFFERED.get(path);
+        if (notOffered !== undefined) return refuse(404, 'NOT_FOUND', notOffered);
         // The display name, wherever better-auth takes one (sign-up, update-user).
         const name = req.method === 'POST' && NAMED_PATHS.has(path) ? bodyString(req.body as Buffer | undefined, 'name') : null;
         const nameLength = name === null ? 0 : [...name].length;

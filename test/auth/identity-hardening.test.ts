@@ -111,6 +111,13 @@ describe('embedded identity provider on PGlite', () => {
     assert.equal(unknown.json().error.code, 'NOT_FOUND');
     assert.match(unknown.json().error.message, /sign in with POST \/auth\/sign-in\/email/);
 
+    // Endpoints this service does not offer say so (better-auth logged an error for each).
+    const reset = await post(svc, '/auth/request-password-reset', { email: 'a@b.c' });
+    assert.equal(reset.status, 404, reset.raw);
+    assert.equal(reset.body.error.code, 'NOT_FOUND');
+    assert.match(reset.body.error.message, /^Password reset is not offered: this service sends no email/);
+    assert.match((await post(svc, '/auth/delete-user', {})).body.error.message, /^Deleting an account is not offered here/);
+
     for (const headers of [{}, { authorization: 'Bearer not-a-session' }]) {
       const token = await svc.app.inject({ method: 'GET', url: '/auth/token', headers, remoteAddress: freshIp() });
       assert.equal(token.statusCode, 401, token.body);
