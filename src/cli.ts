@@ -261,7 +261,7 @@ function noUserMessage(cfg: Config, email: string, noDatabase = false): string {
   if (noDatabase)
     return (
       `No user with email ${email}: there is no database at ${where} (none was created). Users live in the database ` +
-      'of the service they signed up on: give this command the same PGLITE_DIR (or DATABASE_URL) as that service.'
+      `of the service they ${cfg.AUTH_ISSUER ? 'use' : 'signed up on'}: give this command the same PGLITE_DIR (or DATABASE_URL) as that service.`
     );
   const looked = ` (looked up in the database at ${where}: give this command the same PGLITE_DIR or DATABASE_URL as the service)`;
   if (cfg.AUTH_ISSUER)

@@ -23,12 +23,20 @@ export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
 /** An expected failure with a code from the closed set, a human message and optional details. */
 export class ServiceError extends Error {
   override name = 'ServiceError';
+  /**
+   * A 5xx that is a known state of the data, not a fault (a thesis's asset without a current
+   * signal): logged as a warning, not an error, so that a stopped source does not flood the
+   * error log with one line per request.
+   */
+  readonly expected: boolean;
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
+    options: { expected?: boolean } = {},
   ) {
     super(message);
+    this.expected = options.expected ?? false;
   }
 
   /** The HTTP status of this error's code. */

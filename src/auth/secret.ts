@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Config, ConfigError } from '../config.ts';
 
@@ -56,17 +56,13 @@ export function embeddedAuthSecret(config: Config): string {
   }
   if (config.PGLITE_DIR.startsWith('memory://')) return randomBytes(32).toString('base64url');
   const file = authSecretFile(config.PGLITE_DIR);
-  if (existsSync(file)) return readOwnSecret(file);
+  // lstat, not exists: a link (even a broken one) is there, and refused by readOwnSecret.
+  const present = (f: string) => lstatSync(f, { throwIfNoEntry: false }) !== undefined;
+  if (present(file)) return readOwnSecret(file);
   const legacy = path.join(path.dirname(path.resolve(config.PGLITE_DIR)), 'auth-secret');
-  if (existsSync(legacy) && existsSync(config.PGLITE_DIR)) {
-    // Only for a database that exists: its stored keys were encrypted with that secret.
-    const s = readOwnSecret(legacy);
-    copyFileSync(legacy, file);
-    chmodSync(file, 0o600);
-    return s;
-  }
+  // Only for a database that exists: its stored keys were encrypted with that secret.
+  const s = present(legacy) && existsSync(config.PGLITE_DIR) ? readOwnSecret(legacy) : randomBytes(32).toString('base64url');
   mkdirSync(path.dirname(file), { recursive: true });
-  const s = randomBytes(32).toString('base64url');
   // 'wx': fails rather than follow a file or link created meanwhile.
   writeFileSync(file, s, { mode: 0o600, flag: 'wx' });
   return s;

@@ -256,7 +256,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ServiceError) {
-      if (err.status >= 500) req.log.error({ err: loggableError(err) }, 'service error');
+      if (err.status >= 500) req.log[err.expected ? 'warn' : 'error']({ err: loggableError(err) }, 'service error');
       return sendServiceError(req, reply, err, asOf);
     }
     if (err.validation) {
@@ -271,11 +271,16 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       const extra = first?.keyword === 'unrecognized_keys' && !unknown ? params?.keys?.[0] : undefined;
       const field =
         (unknown ? params?.keys?.[0] : extra !== undefined ? (path ? `${path}.${extra}` : extra) : path || params?.missingProperty) ?? '';
-      const message = unknown
-        ? first.message!
-        : extra !== undefined
-          ? `Unknown ${where} '${field}': remove it (the API reference at /docs lists the fields this route takes)`
-          : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
+      // A query parameter given twice (?days=30&days=30) arrives as an array: say that, not
+      // that the value is malformed (read only here, when validation failed: no cost otherwise).
+      const repeated = err.validationContext === 'querystring' ? (req.query as Record<string, unknown> | undefined)?.[field] : undefined;
+      const message = Array.isArray(repeated)
+        ? `Invalid query parameter '${field}': given ${repeated.length} times; give it once`
+        : unknown
+          ? first.message!
+          : extra !== undefined
+            ? `Unknown ${where} '${field}': remove it (the API reference at /docs lists the fields this route takes)`
+            : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
     // @fastify/static refuses a path that leaves its folder (e.g.

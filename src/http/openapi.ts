@@ -268,7 +268,7 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   SERVICE_UNAVAILABLE: {
     name: 'ServiceUnavailable',
     description:
-      'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable; retry shortly',
+      'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable, retry shortly; or the data an answer needs is not current (a thesis whose asset has no current signal: the message says why, GET /api/v1/status shows each series)',
   },
 };
 

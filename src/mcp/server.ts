@@ -4,6 +4,7 @@ import {
   CallToolRequestSchema,
   ErrorCode,
   InitializeRequestSchema,
+  LATEST_PROTOCOL_VERSION,
   type InitializeResult,
   ListToolsRequestSchema,
   McpError,
@@ -80,7 +81,7 @@ const CALL_TOOL_REQUEST = withInvalidParams(
 const LIST_TOOLS_REQUEST = withInvalidParams(ListToolsRequestSchema, 'Send no params, or {"cursor": <string>}.');
 const INITIALIZE_REQUEST = withInvalidParams(
   InitializeRequestSchema,
-  'Send {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": <string>, "version": <string>}}.',
+  `Send {"protocolVersion": "${LATEST_PROTOCOL_VERSION}", "capabilities": {}, "clientInfo": {"name": <string>, "version": <string>}}.`,
 );
 
 /** `tools/list` answers by the status answer they were built from (rebuilt when the data or its freshness changes). */

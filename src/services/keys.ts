@@ -140,7 +140,7 @@ export class KeyService {
     if (!row) {
       throw new ServiceError(
         'KEY_LIMIT_REACHED',
-        `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first (POST /api/v1/keys/revoke with an id from GET /api/v1/keys, or on the dashboard's /account page)`,
+        `You already have ${MAX_ACTIVE_KEYS} active API keys; revoke one first (POST /api/v1/keys/revoke with {"key_id": "<id from GET /api/v1/keys>"}, or on the dashboard's /account page)`,
         {
           max_active_keys: MAX_ACTIVE_KEYS,
         },

@@ -18,28 +18,28 @@ function notFound(id: string): ServiceError {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** A stored creation time as PostgreSQL's text form gives it, e.g. `2026-11-27 17:35:07.887123+00`. */
-const PG_TIMESTAMP = /^(\d{4}-\d{2}-\d{2}) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?[+-](0\d|1[0-5])(:[0-5]\d)?$/;
+/** A thesis's list position as the repository gives it: UTC creation time, microseconds. */
+const POSITION = /^(\d{4}-\d{2}-\d{2}) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}$/;
 
 /**
  * The `next_cursor` of a page of theses: the position of its last thesis (creation time to the
- * microsecond, and id), base64url-encoded. Opaque to clients: they pass it back unchanged.
+ * microsecond, UTC, and id), base64url-encoded. Opaque to clients: they pass it back unchanged.
  */
-function encodeCursor(r: ThesisRow): string {
-  return Buffer.from(`${r.createdAt}|${r.id}`).toString('base64url');
+function encodeCursor(r: { position: string; id: string }): string {
+  return Buffer.from(`${r.position}|${r.id}`).toString('base64url');
 }
 
 /** @throws ServiceError INVALID_PARAMETER when `cursor` is not one `encodeCursor` made. */
-function decodeCursor(cursor: string): { createdAt: string; id: string } {
-  const [createdAt = '', id = '', ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  const day = PG_TIMESTAMP.exec(createdAt)?.[1];
+function decodeCursor(cursor: string): { position: string; id: string } {
+  const [position = '', id = '', ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  const day = POSITION.exec(position)?.[1];
   if (rest.length > 0 || day === undefined || day < '1970-01-01' || !isCalendarDay(day) || !UUID.test(id))
     throw new ServiceError(
       'INVALID_PARAMETER',
       "Invalid parameter 'cursor': not a cursor this service gave; pass a page's next_cursor back unchanged, or leave cursor out for the first page",
       { field: 'cursor' },
     );
-  return { createdAt, id };
+  return { position, id };
 }
 
 /**
@@ -255,10 +255,12 @@ export class ThesisService {
       read = this.snapshot(t.asset);
     } catch (err) {
       if (!(err instanceof ServiceError) || err.code !== 'NOT_FOUND') throw err;
-      throw new ServiceError('SERVICE_UNAVAILABLE', `Thesis '${t.id}' cannot be evaluated now: ${err.message}`, {
-        ...err.details,
-        thesis_id: t.id,
-      });
+      throw new ServiceError(
+        'SERVICE_UNAVAILABLE',
+        `Thesis '${t.id}' cannot be evaluated now: ${err.message}`,
+        { ...err.details, thesis_id: t.id },
+        { expected: true },
+      );
     }
     const { snapshot, as_of, stale_reason } = read;
     const h = evaluateThesis(

@@ -1,4 +1,4 @@
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { theses } from './schema.ts';
 
@@ -21,16 +21,24 @@ export class ThesisRepo {
   /**
    * The owner's theses, newest first (creation time, then id, descending), at most `limit`;
    * with `after`, only those that come after that position in this order (keyset paging:
-   * a thesis deleted between two pages shifts nothing).
-   * @param after `createdAt` exactly as read (PostgreSQL's text form, microseconds) and `id`
-   *   of the last thesis of the previous page.
+   * a thesis deleted between two pages shifts nothing). Each row carries `position`, its
+   * creation time as `YYYY-MM-DD HH24:MI:SS.US` in UTC (exact to the microsecond, whatever the
+   * session's DateStyle or time zone), for the next page's `after`.
+   * @param after `position` and `id` of the last thesis of the previous page.
    */
-  async listTheses(userId: string, limit: number, after?: { createdAt: string; id: string }): Promise<ThesisRow[]> {
+  async listTheses(userId: string, limit: number, after?: { position: string; id: string }): Promise<(ThesisRow & { position: string })[]> {
     const owner = eq(theses.userId, userId);
     return this.db
-      .select()
+      .select({
+        ...getTableColumns(theses),
+        position: sql<string>`to_char(${theses.createdAt} at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`,
+      })
       .from(theses)
-      .where(after ? and(owner, sql`(${theses.createdAt}, ${theses.id}) < (${after.createdAt}::timestamptz, ${after.id}::uuid)`) : owner)
+      .where(
+        after
+          ? and(owner, sql`(${theses.createdAt}, ${theses.id}) < ((${after.position}::timestamp at time zone 'UTC'), ${after.id}::uuid)`)
+          : owner,
+      )
       .orderBy(desc(theses.createdAt), desc(theses.id))
       .limit(limit);
   }

@@ -40,6 +40,7 @@ test('a secret file readable by others, too short, or a link is refused with wha
       /is not a regular file/,
     ],
   ];
+  cases.push(['broken link', (f) => symlinkSync(path.join(root, 'nowhere'), f), /is not a regular file/]);
   for (const [name, plant, why] of cases) {
     const db = path.join(root, `bad-${name}`, 'pglite');
     mkdirSync(path.dirname(db), { recursive: true });
@@ -50,6 +51,7 @@ test('a secret file readable by others, too short, or a link is refused with wha
       name,
     );
   }
+  assert.equal(existsSync(path.join(root, 'nowhere')), false, 'nothing written through the link');
 });
 
 test(

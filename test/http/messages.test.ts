@@ -70,6 +70,19 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     assert.deepEqual([r.body.error.details.scope, r.body.error.details.window, r.body.error.details.limit], ['jwt', 'minute', 30]);
   });
 
+  test('a query parameter given twice says so, not that its value is malformed', async () => {
+    const { key } = await harness().keyFor('api', 'twice');
+    for (const [url, field] of [
+      ['/api/v1/prices/btc?days=30&days=30', 'days'],
+      ['/api/v1/signals?include_factors=true&include_factors=true', 'include_factors'],
+    ]) {
+      const r = await harness().request('GET', url!, { token: key });
+      expectError(r, 400, 'INVALID_PARAMETER');
+      assert.equal(r.body.error.message, `Invalid query parameter '${field}': given 2 times; give it once`);
+      assert.equal(r.body.error.details.field, field);
+    }
+  });
+
   test('a 429 for a key does not tell its holder to get a key', async () => {
     const { key } = await harness().keyFor('free');
     let r = await harness().request('GET', '/api/v1/assets', { token: key });

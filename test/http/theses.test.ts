@@ -1,7 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { inArray } from 'drizzle-orm';
 import { okEnvelope } from '../../src/http/envelope.ts';
 import { DeletedThesisSchema, ThesisHealthSchema, ThesisListSchema, ThesisSchema } from '../../src/services/schemas/theses.ts';
+import { theses } from '../../src/store/schema.ts';
 import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
 import { runSharedSecurityTests } from '../helpers/security.ts';
 
@@ -168,9 +170,16 @@ describe('theses', { skip: SKIP }, () => {
 
     test('GET /thesis pages newest first with limit and cursor: every thesis once, a deletion between pages skips nothing', async () => {
       const u = await h.keyFor('api', 'thesis-pages');
-      // Created in parallel, so several may share a creation time: the id breaks the tie.
-      await Promise.all(Array.from({ length: 7 }, (_, i) => create({ ...VALID, title: `T${i}` }, u.key)));
+      const made = await Promise.all(Array.from({ length: 7 }, (_, i) => create({ ...VALID, title: `T${i}` }, u.key)));
+      // Four of them share one creation time, to the microsecond: the id breaks the tie.
+      const tied = made.slice(0, 4).map((r) => r.body.data.id as string);
+      await h.svc.database.db.update(theses).set({ createdAt: '2026-01-01 00:00:00.123456+00' }).where(inArray(theses.id, tied));
       const all = okEnvelope(ThesisListSchema).parse((await h.request('GET', '/api/v1/thesis?limit=200', { token: u.key })).body).data;
+      assert.deepEqual(
+        all.theses.filter((t) => tied.includes(t.id)).map((t) => t.id),
+        [...tied].sort().reverse(),
+        'equal times: id descending',
+      );
       assert.equal(all.theses.length, 7);
       assert.equal(all.next_cursor, null);
       assert.equal(all.limit, 200);
@@ -214,9 +223,9 @@ describe('theses', { skip: SKIP }, () => {
         ['limit=201', 'limit'],
         ['limit=1.5', 'limit'],
         ['cursor=abc', 'cursor'],
-        [`cursor=${Buffer.from(`2026-02-30 10:00:00.123+00|${seen[0]}`).toString('base64url')}`, 'cursor'],
-        [`cursor=${Buffer.from(`0000-01-01 10:00:00+00|${seen[0]}`).toString('base64url')}`, 'cursor'],
-        [`cursor=${Buffer.from(`2026-01-01 10:00:00+00|not-a-uuid`).toString('base64url')}`, 'cursor'],
+        [`cursor=${Buffer.from(`2026-02-30 10:00:00.123456|${seen[0]}`).toString('base64url')}`, 'cursor'],
+        [`cursor=${Buffer.from(`0000-01-01 10:00:00.000000|${seen[0]}`).toString('base64url')}`, 'cursor'],
+        [`cursor=${Buffer.from(`2026-01-01 10:00:00.000000|not-a-uuid`).toString('base64url')}`, 'cursor'],
         [`cursor=${'x'.repeat(201)}`, 'cursor'],
       ]) {
         const r = await h.request('GET', `/api/v1/thesis?${query}`, { token: u.key });
@@ -411,6 +420,14 @@ describe('theses', { skip: SKIP }, () => {
         assert.match(r.body.error.message, field);
       });
     }
+
+    test('POST /thesis: a title with emoji joined by U+200D or Persian text with U+200C is accepted', async () => {
+      for (const title of ['Family 👨\u200d👩\u200d👧 long', 'می\u200cخواهم']) {
+        const r = await create({ ...VALID, title });
+        assert.equal(r.status, 201, r.raw);
+        assert.equal(r.body.data.title, title);
+      }
+    });
 
     test('POST /thesis: duplicate condition ids are named in the message', async () => {
       const r = await create({

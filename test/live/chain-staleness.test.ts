@@ -37,7 +37,8 @@ const get = async (url: string) => {
 
 test('chain health in live mode: served stale within the staleness limit, insufficient_data past it', async () => {
   assert.equal(svc.market.asOf, CUT);
-  // One day behind the reference day: the series' last result, as offline.
+  // The reference day is the day after the last data (evaluated there, nothing is old yet):
+  // the same health as the series' last result.
   const fresh = (await get('/api/v1/chain-health/sol')).body.data;
   const last = svc.market.chainHealthSeries.get('sol')!.at(-1)!;
   assert.equal(fresh.score, last.score);
@@ -47,7 +48,15 @@ test('chain health in live mode: served stale within the staleness limit, insuff
   const pricesFresh = (await get('/api/v1/prices/sol?days=5')).body.data;
   assert.deepEqual([pricesFresh.stale, pricesFresh.stale_reason], [false, null]);
 
-  // The clock moves on, nothing new is stored: the metrics age against the reference day.
+  // Ten days on, nothing new stored: the metrics are stale but within the 14-day limit, so
+  // the last score is served, marked stale.
+  now = at(addDays(CUT, 10)) + 3_600_000;
+  const within = (await get('/api/v1/chain-health/sol')).body.data;
+  assert.equal(within.score, last.score);
+  assert.equal(within.stale, true);
+  assert.match(within.stale_reason, /sol .* \(chain metric\) end/);
+
+  // The clock moves on past the limit: the metrics age out against the reference day.
   now = at(addDays(CUT, CHAIN_STALENESS_DAYS + 10)) + 3_600_000;
   const old = await get('/api/v1/chain-health/sol');
   assert.equal(old.status, 200);

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import * as ops from '../../services/operations/index.ts';
 import type { Operation, Services } from '../../services/operation.ts';
 import { CreateKeyInput, RevokeKeyInput } from '../../services/schemas/keys.ts';
-import { ThesisCursor, ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
+import { THESIS_PAGE, ThesisCursor, ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
 import type { AsOf } from '../envelope.ts';
 import { operationRoute, type RouteParts, type RouteSpec } from '../route.ts';
 
@@ -90,7 +90,7 @@ export async function v1Routes(
     url: '/thesis',
     querystring: z.object({
       include_health: IncludeHealth,
-      limit: boundedInt(1, 200, 50, 'Maximum number of theses'),
+      limit: boundedInt(1, THESIS_PAGE.max, THESIS_PAGE.default, 'Maximum number of theses'),
       cursor: ThesisCursor.optional(),
     }),
     input: (r) => ({ ...r.query, include_health: r.query.include_health === 'true' }),

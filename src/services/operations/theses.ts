@@ -8,6 +8,7 @@ import {
   ThesisIdInput,
   ThesisInputSchema,
   ThesisListSchema,
+  THESIS_PAGE,
   ThesisSchema,
 } from '../schemas/theses.ts';
 
@@ -38,7 +39,13 @@ export const listTheses = defineOperation({
   policy: API_KEY_OR_USER,
   input: z.object({
     include_health: z.boolean().default(false).describe("Add each thesis's health, as GET /thesis/{id}/health answers it"),
-    limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of theses (1..200)'),
+    limit: z
+      .number()
+      .int()
+      .min(1)
+      .max(THESIS_PAGE.max)
+      .default(THESIS_PAGE.default)
+      .describe(`Maximum number of theses (1..${THESIS_PAGE.max})`),
     cursor: ThesisCursor.optional(),
   }),
   output: ThesisListSchema,

@@ -21,11 +21,13 @@ z.config({
 /**
  * Characters user-supplied text may not hold: C0 and C1 control characters (PostgreSQL
  * refuses NUL in text and jsonb; the others only hide content), and the invisible formatting
- * characters that make a text read other than it is (zero-width characters, bidirectional
+ * characters that make a text read other than it is (the zero-width space, bidirectional marks,
  * overrides and isolates, the byte-order mark; Unicode TR #36, "Bidirectional Text Spoofing").
+ * The zero-width joiner and non-joiner (U+200D, U+200C) are allowed: emoji sequences and
+ * Persian and Indic spelling need them.
  */
 // eslint-disable-next-line no-control-regex -- control characters are what this finds
-export const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
+export const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
 /** The message for text that holds {@link UNSAFE_TEXT}. */
 export const UNSAFE_TEXT_MESSAGE = 'must not contain control or invisible formatting characters';
 

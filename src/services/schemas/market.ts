@@ -199,7 +199,11 @@ export const AssetEntrySchema = z.object({
   capabilities: z.object({
     signals: z.boolean().describe('A current signal is served (GET /signals/{asset}): prices present and not stale'),
     factors: z.boolean().describe('The current signal comes with its factors (include_factors=true)'),
-    signal_history: z.boolean().describe('Stored signal changes exist (GET /signal-history/{asset}), current or not'),
+    signal_history: z
+      .boolean()
+      .describe(
+        'The served model has computed signal changes for the asset (GET /signal-history/{asset} serves those stored), current or not',
+      ),
     chain_health: z.boolean().describe('The asset has a chain health score (ETH, SOL, HYPE)'),
     chain_metrics: z.boolean().describe('The asset has raw chain metrics (ETH, SOL, HYPE)'),
     funding_rate: z.boolean().describe('A funding-rate series exists (funding_rate thesis conditions are accepted)'),

@@ -227,6 +227,9 @@ export const ThesisListSchema = z.object({
   next_cursor: z.string().nullable().describe('Pass it as `cursor` for the next (older) page; null on the last page'),
 });
 
+/** Page sizes of GET /thesis: the most a page may hold, and the default. */
+export const THESIS_PAGE = { max: 200, default: 50 } as const;
+
 /** `cursor` of GET /thesis: a page's `next_cursor`, passed back unchanged. */
 export const ThesisCursor = z
   .string()

@@ -1150,7 +1150,18 @@ function thesesSection(assets) {
     const { theses, next_cursor } = r.body.data;
     if (!cursor && theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
     const more = next_cursor
-      ? h('button', { type: 'button', class: 'more secondary', text: 'Show older theses', onclick: () => load(next_cursor) })
+      ? h('button', {
+          type: 'button',
+          class: 'more secondary',
+          text: 'Show older theses',
+          // Disabled while its page loads: a second click would ask for the same page again.
+          onclick: async (ev) => {
+            const button = ev.currentTarget;
+            button.disabled = true;
+            await load(next_cursor);
+            button.disabled = false;
+          },
+        })
       : null;
     const articles = theses.map(thesisArticle);
     if (cursor) list.querySelector('.more')?.replaceWith(...articles, ...(more ? [more] : []));
