@@ -33,6 +33,25 @@ const DROPPED_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding',
 /** The better-auth endpoints that take a display `name`: sign-up and update-user. */
 const NAMED_PATHS = new Set([`${AUTH_BASE_PATH}/sign-up/email`, `${AUTH_BASE_PATH}/update-user`]);
 
+/**
+ * The better-auth endpoints that take a password, with the body fields that hold one. A
+ * password with a control character is refused there (PASSWORD_CONTROL).
+ */
+const PASSWORD_FIELDS: ReadonlyMap<string, readonly string[]> = new Map([
+  [SIGN_IN_PATH, ['password']],
+  [`${AUTH_BASE_PATH}/sign-up/email`, ['password']],
+  [`${AUTH_BASE_PATH}/change-password`, ['currentPassword', 'newPassword']],
+]);
+
+/**
+ * C0 control characters and DEL, refused in passwords: none can be typed in a password field,
+ * and a trailing NUL is invisible to the hash (the password is scrypt's HMAC key, and a key
+ * shorter than the hash block is padded with zero bytes, RFC 2104), so `secret\u0000` signed
+ * in as `secret`.
+ */
+// eslint-disable-next-line no-control-regex -- control characters are what this finds
+const PASSWORD_CONTROL = /[\u0000-\u001f\u007f]/;
+
 /** Longest display `name` accepted at sign-up or update-user, characters (code points; better-auth sets no limit). */
 export const SIGN_UP_NAME_MAX = 100;
 
@@ -61,10 +80,10 @@ const TOKEN_PATH = `${AUTH_BASE_PATH}/token`;
 
 /**
  * A string field of a JSON request body (sign-in's `email`, sign-up's and update-user's
- * `name`), or null when the body is empty, not JSON, or the field is absent or not a string
+ * `name`, a password), or null when the body is empty, not JSON, or the field is absent or not a string
  * (better-auth answers those itself).
  */
-function bodyString(body: Buffer | undefined, field: 'email' | 'name'): string | null {
+function bodyString(body: Buffer | undefined, field: string): string | null {
   if (!body || body.length === 0) return null;
   try {
     const v = (JSON.parse(body.toString('utf8')) as Record<string, unknown>)[field];
@@ -173,6 +192,16 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
             `Invalid body field 'name': ${name.trim() === '' ? 'must not be blank' : UNSAFE_TEXT_MESSAGE}; send a display name`,
             { field: 'name' },
           );
+        // Before better-auth looks anything up (the same answer for every email).
+        for (const field of req.method === 'POST' ? (PASSWORD_FIELDS.get(path) ?? []) : []) {
+          if (PASSWORD_CONTROL.test(bodyString(req.body as Buffer | undefined, field) ?? ''))
+            return refuse(
+              400,
+              'INVALID_PARAMETER',
+              `Invalid body field '${field}': a password must not contain control characters (U+0000-U+001F, U+007F); send it as typed`,
+              { field },
+            );
+        }
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
         headers.set(CLIENT_IP_HEADER, req.ip);

@@ -337,6 +337,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         last_success_at: null,
         last_error: null,
         last_error_at: null,
+        no_live_source: null,
         stale: false,
         stale_reason: null,
       },

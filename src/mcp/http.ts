@@ -192,6 +192,14 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     }
     const caller = auth.caller;
     const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+    // JSON-RPC 2.0, "Batch": an empty array is an invalid request, answered with one error.
+    if (messages.length === 0)
+      return rpcError(
+        reply,
+        400,
+        -32600,
+        'Invalid Request: the batch is empty; send a JSON-RPC message (an object) or a non-empty array of them',
+      );
     if (messages.length > MCP_MAX_BATCH)
       return rpcError(
         reply,

@@ -6,6 +6,7 @@ import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } f
 import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
 import { ASSETS, CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
 import { addDays, round } from '../engine/util.ts';
+import { documentedGap } from '../providers/live/gaps.ts';
 import type { MarketData, MarketDataProvider, SeriesFreshness } from '../providers/port.ts';
 import type { HistoryRepo, StoredChange } from '../store/history-repo.ts';
 import { staleness, staleReason, type FreshnessInput } from './freshness.ts';
@@ -232,8 +233,11 @@ export class MarketService {
       const series = this.data.series.map((x) => {
         const label =
           x.kind === 'metric' ? `${x.subject} ${x.metric}` : x.kind === 'fear_greed' ? 'Fear & Greed index' : (x.subject ?? x.series);
+        const gap = documentedGap(x.series);
         const reason = staleReason({ label, kind: x.kind, newest: x.newest_date, cadenceHours: x.cadence_hours }, ref);
-        return { ...x, stale: reason !== null, stale_reason: reason };
+        // Live, a documented gap's data ends with the bundled dataset: the reason says it will not catch up.
+        const why = reason && gap && this.mode === 'live' ? `${reason}; no live source fetches it (see no_live_source)` : reason;
+        return { ...x, no_live_source: gap, stale: why !== null, stale_reason: why };
       });
       return {
         mode: this.mode,

@@ -76,6 +76,17 @@ test('chain health in live mode: served stale within the staleness limit, insuff
   assert.equal(gauge(/^market_series\{state="empty"\} (\d+)$/m), status.empty_series);
   assert.equal(gauge(/^market_series\{state="fresh"\} (\d+)$/m), 0);
   assert.equal(gauge(/^signals_unavailable (\d+)$/m), 11);
+  // The two documented gaps say that no live source will bring them up to date; the others have one.
+  type SeriesRow = { series: string; no_live_source: string | null; stale_reason: string | null };
+  const rows = status.series as SeriesRow[];
+  const gaps = rows.filter((r) => r.no_live_source !== null).map((r) => r.series);
+  assert.deepEqual(gaps.sort(), ['metric:eth:fees_usd_etherscan_derived', 'metric:eth:gas_used']);
+  const gas = rows.find((r) => r.series === 'metric:eth:gas_used')!;
+  assert.match(gas.no_live_source!, /needs an API key/);
+  assert.match(gas.stale_reason!, /; no live source fetches it \(see no_live_source\)$/);
+  const sol = rows.find((r) => r.series === 'candles:solana')!;
+  assert.equal(sol.no_live_source, null);
+  assert.doesNotMatch(sol.stale_reason!, /no live source/);
   // GET /assets: no signal is current, the stored history still is served (and says so).
   const assets = (await get('/api/v1/assets')).body.data.assets as { asset: string; capabilities: Record<string, boolean> }[];
   assert.ok(assets.every((a) => !a.capabilities.signals && !a.capabilities.thesis));

@@ -63,6 +63,10 @@ test('an asset whose prices ended early is unavailable, with why; the rest carry
   );
   assert.equal(status.json().data.empty_series, empty.length);
   assert.equal(status.json().data.stale_series, series.filter((s) => s.stale).length);
+  // A documented gap is named in both modes; offline nothing is fetched, so its stale reason stays the age alone.
+  const gas = status.json().data.series.find((s: { series: string }) => s.series === 'metric:eth:gas_used');
+  assert.match(gas.no_live_source, /Etherscan daily gas used needs an API key/);
+  assert.doesNotMatch(String(gas.stale_reason), /no live source/);
   const again = await svc.app.inject({ method: 'GET', url: '/api/v1/status', remoteAddress: '10.7.0.3' });
   assert.equal(again.headers['x-ratelimit-remaining'], status.headers['x-ratelimit-remaining'], '/status counts against no quota');
 });

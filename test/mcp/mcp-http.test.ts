@@ -395,6 +395,13 @@ describe('MCP auth, tiers and limits', () => {
     const bigBody = (await big.json()) as { error: { code: number; message: string } };
     assert.equal(bigBody.error.code, -32600);
     assert.match(bigBody.error.message, new RegExp(`at most ${MCP_MAX_BATCH} messages \\(this one holds ${MCP_MAX_BATCH + 1}\\)`));
+    // An empty batch is one Invalid Request error (JSON-RPC 2.0), not an empty 202.
+    const empty = await rawMcp([], { authorization: `Bearer ${await makeKey('mcp-empty-batch')}` });
+    assert.equal(empty.status, 400);
+    const emptyBody = (await empty.json()) as { id: unknown; error: { code: number; message: string } };
+    assert.equal(emptyBody.error.code, -32600);
+    assert.equal(emptyBody.id, null);
+    assert.match(emptyBody.error.message, /^Invalid Request: the batch is empty/);
   });
 
   test('initialize with missing or mistyped params is -32602 naming the field, not -32603', async () => {

@@ -15,6 +15,7 @@ import { solanaTransactions } from './solana.ts';
 import { DEFAULT_BASE_URLS, UPSTREAM_NAMES, type LiveSource, type LiveSourceOptions, type UpstreamName } from './source.ts';
 
 export * from './source.ts';
+export * from './gaps.ts';
 
 /** The 10 assets with Binance spot USDT pairs: asset id → [Binance symbol, OKX instrument]. */
 export const SPOT_PAIRS: Record<string, [string, string]> = {
@@ -32,26 +33,6 @@ export const SPOT_PAIRS: Record<string, [string, string]> = {
 
 /** Binance USD-M perpetuals whose funding the engine uses (the assets with bundled funding). */
 export const FUNDING_SYMBOLS: Record<string, string> = { bitcoin: 'BTCUSDT', ethereum: 'ETHUSDT', solana: 'SOLUSDT' };
-
-/** A series the engine uses that no adapter fetches, and why. */
-export interface DocumentedGap {
-  series: string;
-  reason: string;
-}
-
-/** Series used by the engine (src/engine/chain-health.ts) without a free, key-less source. */
-export const DOCUMENTED_GAPS: readonly DocumentedGap[] = [
-  {
-    series: 'metric:eth:gas_used',
-    reason:
-      'Etherscan daily gas used needs an API key (Etherscan stats endpoints); no key-free daily series with the same definition was found. growthepie publishes gas_per_second, a different (derived) measure, not substituted.',
-  },
-  {
-    series: 'metric:eth:fees_usd_etherscan_derived',
-    reason:
-      'The bundled series is derived from Etherscan daily transactions × average fee (keyed API); no key-free daily source of the same quantity. growthepie/DefiLlama fee series use other definitions and are not substituted.',
-  },
-];
 
 /** Resolves the options into an adapter context (defaults documented on {@link LiveSourceOptions}). */
 export function adapterContext(options: LiveSourceOptions = {}): AdapterContext {

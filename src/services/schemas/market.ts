@@ -255,6 +255,12 @@ export const SeriesStatusSchema = z.object({
   last_success_at: z.string().nullable().describe('Last successful fetch (ISO 8601); null when never fetched'),
   last_error: z.string().nullable().describe('Last failed fetch, kept until the next success'),
   last_error_at: z.string().nullable(),
+  no_live_source: z
+    .string()
+    .nullable()
+    .describe(
+      'Why the live ingest fetches no update of this series (a documented gap, docs/live-data.md): its data ends with the bundled dataset, so live it turns stale and stays stale; null when a live source fetches it',
+    ),
   ...Stale,
 });
 
