@@ -538,6 +538,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         revoked_at: null,
       },
     ],
+    limit: 50,
+    next_cursor: null,
   },
   createThesis: {
     id: '6917411c-a4ca-4d1a-bfc2-97dfa201711b',

@@ -5,9 +5,10 @@ import type { PlanTier, Tier } from '../auth/tiers.ts';
 import { ServiceError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import type { Coordination } from '../store/db.ts';
-import type { KeyRepo, KeyRow } from '../store/key-repo.ts';
+import type { KeyPosition, KeyRepo, KeyRow } from '../store/key-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { CreatedKey, KeyView, RevokedKey } from './schemas/keys.ts';
 import type { UsageTracker } from './usage.ts';
 
@@ -169,11 +170,29 @@ export class KeyService {
     };
   }
 
-  /** The user's keys with usage (this instance's unflushed counts included); never the key. */
-  async list(user: UserIdentity): Promise<{ keys: KeyView[] }> {
+  /**
+   * One page of the user's keys with usage (this instance's unflushed counts included); never
+   * the key. Active keys come first, then revoked ones, each newest first; `limit` per page,
+   * after the position `cursor` names (the previous page's `next_cursor`; absent for the first
+   * page); `next_cursor` is null on the last page. The page and whether another follows come
+   * from one query (limit + 1 rows).
+   * @throws ServiceError INVALID_PARAMETER (field `cursor`) for a cursor this service did not give.
+   */
+  async list(
+    user: UserIdentity,
+    opts: { limit: number; cursor?: string },
+  ): Promise<{ keys: KeyView[]; limit: number; next_cursor: string | null }> {
+    const { limit } = opts;
+    const after = opts.cursor === undefined ? undefined : decodeCursor(opts.cursor, true);
     const tier = (await this.users.userTier(user.userId)) ?? 'free';
     const today = new Date().toISOString().slice(0, 10);
-    return { keys: (await this.keys.listKeys(user.userId)).map((r) => this.#view(r, tier, today)) };
+    const rows = await this.keys.listKeys(user.userId, { limit: limit + 1, after: after as KeyPosition | undefined });
+    const page = rows.slice(0, limit);
+    return {
+      keys: page.map((r) => this.#view(r, tier, today)),
+      limit,
+      next_cursor: rows.length > limit ? encodeCursor(page.at(-1)!) : null,
+    };
   }
 
   /**

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { evaluateThesis, thesisHorizon, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
-import { isCalendarDay } from '../engine/util.ts';
 import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { ServiceError } from '../errors.ts';
+import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
@@ -18,29 +18,6 @@ function notFound(id: string): ServiceError {
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** A thesis's list position as the repository gives it: UTC creation time, microseconds. */
-const POSITION = /^(\d{4}-\d{2}-\d{2}) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}$/;
-
-/**
- * The `next_cursor` of a page of theses: the position of its last thesis (creation time to the
- * microsecond, UTC, and id), base64url-encoded. Opaque to clients: they pass it back unchanged.
- */
-function encodeCursor(r: { position: string; id: string }): string {
-  return Buffer.from(`${r.position}|${r.id}`).toString('base64url');
-}
-
-/** @throws ServiceError INVALID_PARAMETER when `cursor` is not one `encodeCursor` made. */
-function decodeCursor(cursor: string): { position: string; id: string } {
-  const [position = '', id = '', ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  const day = POSITION.exec(position)?.[1];
-  if (rest.length > 0 || day === undefined || day < '1970-01-01' || !isCalendarDay(day) || !UUID.test(id))
-    throw new ServiceError(
-      'INVALID_PARAMETER',
-      "Invalid parameter 'cursor': not a cursor this service gave; pass a page's next_cursor back unchanged, or leave cursor out for the first page",
-      { field: 'cursor' },
-    );
-  return { position, id };
-}
 
 /**
  * Theses: a user's trade ideas, stored per owner and evaluated against the current market
@@ -145,7 +122,7 @@ export class ThesisService {
     opts: { withHealth?: boolean; limit: number; cursor?: string },
   ): Promise<{ theses: ListedThesis[]; limit: number; next_cursor: string | null }> {
     const { limit } = opts;
-    const after = opts.cursor === undefined ? undefined : decodeCursor(opts.cursor);
+    const after = opts.cursor === undefined ? undefined : decodeCursor(opts.cursor, false);
     // One query for the page and for whether another follows: limit + 1 rows.
     const rows = await this.repo.listTheses(userId, limit + 1, after);
     const page = rows.slice(0, limit);

@@ -1,4 +1,4 @@
-import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { and, count, desc, eq, sql } from 'drizzle-orm';
 import type { PlanTier } from '../auth/tiers.ts';
 import type { Database, Db } from './db.ts';
 import { apiKeys, appUsers } from './schema.ts';
@@ -8,6 +8,17 @@ export type KeyRow = Pick<
   typeof apiKeys.$inferSelect,
   'id' | 'userId' | 'name' | 'prefix' | 'status' | 'createdAt' | 'revokedAt' | 'lastUsedAt' | 'requestsTotal' | 'usageDay' | 'requestsDay'
 >;
+
+/**
+ * A key's place in its owner's list (KeyRepo.listKeys): `rank` 1 for an active key, 0 for a
+ * revoked one; `position` its creation time, UTC to the microsecond (`YYYY-MM-DD
+ * HH24:MI:SS.US`); and its id, which orders keys created in the same microsecond.
+ */
+export interface KeyPosition {
+  rank: number;
+  position: string;
+  id: string;
+}
 
 /** What an API key resolves to on a request. */
 export interface KeyIdentity {
@@ -76,9 +87,35 @@ export class KeyRepo {
     });
   }
 
-  /** The user's keys, oldest first. */
-  async listKeys(userId: string): Promise<KeyRow[]> {
-    return this.db.select(keyColumns).from(apiKeys).where(eq(apiKeys.userId, userId)).orderBy(asc(apiKeys.createdAt));
+  /**
+   * The user's keys in list order: active keys first, then revoked ones, each newest first
+   * (creation time, then id). Each row carries its `position` in that order (KeyPosition).
+   * @param opts.limit at most this many rows (default: all);
+   * @param opts.after only the keys after this position (keyset paging: the last row of the
+   *   previous page).
+   */
+  async listKeys(userId: string, opts: { limit?: number; after?: KeyPosition } = {}): Promise<(KeyRow & KeyPosition)[]> {
+    const active = sql<number>`(case when ${apiKeys.status} = 'active' then 1 else 0 end)`;
+    const owner = eq(apiKeys.userId, userId);
+    const after = opts.after;
+    const q = this.db
+      .select({
+        ...keyColumns,
+        rank: active,
+        position: sql<string>`to_char(${apiKeys.createdAt} at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`,
+      })
+      .from(apiKeys)
+      .where(
+        after
+          ? and(
+              owner,
+              sql`(${active}, ${apiKeys.createdAt}, ${apiKeys.id}) < (${after.rank}::int, (${after.position}::timestamp at time zone 'UTC'), ${after.id}::uuid)`,
+            )
+          : owner,
+      )
+      .orderBy(desc(active), desc(apiKeys.createdAt), desc(apiKeys.id));
+    const rows = await (opts.limit === undefined ? q : q.limit(opts.limit));
+    return rows.map((r) => ({ ...r, rank: Number(r.rank) }));
   }
 
   /**

@@ -75,6 +75,54 @@ describe('API keys', { skip: SKIP }, () => {
       assert.equal(r.headers['x-ratelimit-limit'], '5000');
     });
 
+    test('GET /keys pages: active keys first, then revoked ones newest first; every key once', async () => {
+      const jwt = await h.jwt('user-paging');
+      // 9 keys made and revoked, then 3 left active (the oldest active key made first).
+      const revoked: string[] = [];
+      for (let i = 0; i < 9; i++) {
+        const k = await newKey(jwt);
+        assert.equal((await call('POST', '/api/v1/keys/revoke', jwt, { key_id: k.id })).status, 200);
+        revoked.push(k.id);
+      }
+      const active = [(await newKey(jwt)).id, (await newKey(jwt)).id, (await newKey(jwt)).id];
+      const all = okEnvelope(KeyListSchema).parse((await call('GET', '/api/v1/keys?limit=100', jwt)).body).data;
+      assert.equal(all.next_cursor, null);
+      assert.deepEqual(
+        all.keys.map((k) => k.id),
+        [...active.reverse(), ...revoked.reverse()],
+        'active newest first, then revoked newest first',
+      );
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const q: string = cursor ? `&cursor=${encodeURIComponent(cursor)}` : '';
+        const page = okEnvelope(KeyListSchema).parse((await call('GET', `/api/v1/keys?limit=4${q}`, jwt)).body).data;
+        assert.equal(page.limit, 4);
+        assert.ok(page.keys.length <= 4);
+        seen.push(...page.keys.map((k) => k.id));
+        cursor = page.next_cursor;
+        pages++;
+      } while (cursor !== null && pages < 10);
+      assert.deepEqual(
+        seen,
+        all.keys.map((k) => k.id),
+      );
+      assert.equal(pages, 3);
+      // The default page holds 50; bad limits and cursors say what to send.
+      assert.equal(okEnvelope(KeyListSchema).parse((await call('GET', '/api/v1/keys', jwt)).body).data.limit, 50);
+      for (const [q, field] of [
+        ['limit=0', 'limit'],
+        ['limit=101', 'limit'],
+        ['cursor=abc', 'cursor'],
+        [`cursor=${Buffer.from(`2|2026-01-01 10:00:00.123456|${active[0]}`).toString('base64url')}`, 'cursor'],
+      ] as const) {
+        const r = await call('GET', `/api/v1/keys?${q}`, jwt);
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.equal(r.body.error.details.field, field, q);
+      }
+    });
+
     test('keyFor: a key of each tier lists with that tier', async () => {
       for (const tier of ['free', 'pro', 'api'] as const) {
         const k = await h.keyFor(tier);

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { eq } from 'drizzle-orm';
 import type { Service } from '../../src/server.ts';
+import { apiKeys } from '../../src/store/schema.ts';
 import { CHROMIUM_SKIP, chromiumAvailable, launchChromium, seriousViolations, startDashboardService } from '../helpers/browser.ts';
 
 // The dashboard end to end in a real browser (Debian's Chromium through playwright-core), on
@@ -126,6 +128,26 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     const refused = await fetch(`${base}/api/v1/signals`, { headers: { authorization: `Bearer ${copied}` } });
     assert.equal(refused.status, 401);
     assert.match(((await refused.json()) as { error: { message: string } }).error.message, /revoked/);
+
+    // With more keys than a page holds (50 older revoked ones, stored directly: key management
+    // allows 30 requests a minute), the list says where the rest are.
+    assert.equal(await page.locator('#keys-more').count(), 0);
+    const userId = (await svc.database.db.select({ userId: apiKeys.userId }).from(apiKeys).where(eq(apiKeys.prefix, prefix)))[0]!.userId;
+    await svc.database.db.insert(apiKeys).values(
+      Array.from({ length: 50 }, (_, i) => ({
+        userId,
+        name: `old-${i}`,
+        prefix: 'svc_live_0ld0',
+        keyHash: `e2e-old-${i}-${prefix}`,
+        status: 'revoked' as const,
+        createdAt: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString(),
+        revokedAt: new Date(Date.UTC(2026, 0, 2)).toISOString(),
+      })),
+    );
+    await page.click('#refresh-keys');
+    await page.locator('#keys-more').waitFor({ state: 'visible' });
+    assert.match((await page.textContent('#keys-more')) ?? '', /active keys and the newest revoked ones \(50\).*cursor = next_cursor/);
+    assert.equal(await page.locator('#keys tbody tr').count(), 50);
     assert.deepEqual(errors, []);
   });
 

@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import * as ops from '../../services/operations/index.ts';
 import type { Operation, Services } from '../../services/operation.ts';
-import { CreateKeyInput, RevokeKeyInput } from '../../services/schemas/keys.ts';
+import { PageCursor } from '../../services/schemas/common.ts';
+import { CreateKeyInput, KEY_PAGE, RevokeKeyInput } from '../../services/schemas/keys.ts';
 import { THESIS_PAGE, ThesisCursor, ThesisIdInput, ThesisInputSchema } from '../../services/schemas/theses.ts';
 import type { AsOf } from '../envelope.ts';
 import { operationRoute, type RouteParts, type RouteSpec } from '../route.ts';
@@ -81,7 +82,14 @@ export async function v1Routes(
   route(ops.getTrackRecord, { method: 'GET', url: '/track-record' });
 
   route(ops.createKey, { method: 'POST', url: '/keys/create', body: CreateKeyInput.optional() });
-  route(ops.listKeys, { method: 'GET', url: '/keys' });
+  route(ops.listKeys, {
+    method: 'GET',
+    url: '/keys',
+    querystring: z.object({
+      limit: boundedInt(1, KEY_PAGE.max, KEY_PAGE.default, 'The most keys a page holds (active keys first)'),
+      cursor: PageCursor.optional(),
+    }),
+  });
   route(ops.revokeKey, { method: 'POST', url: '/keys/revoke', body: RevokeKeyInput });
 
   route(ops.createThesis, { method: 'POST', url: '/thesis', body: ThesisInputSchema });

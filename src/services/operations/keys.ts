@@ -1,7 +1,6 @@
-import { z } from 'zod';
 import { signedInUser, USER } from '../access.ts';
 import { defineOperation, fresh } from '../operation.ts';
-import { CreatedKeySchema, CreateKeyInput, KeyListSchema, RevokedKeySchema, RevokeKeyInput } from '../schemas/keys.ts';
+import { CreatedKeySchema, CreateKeyInput, KeyListSchema, ListKeysInput, RevokedKeySchema, RevokeKeyInput } from '../schemas/keys.ts';
 
 /** Self-service API keys, for the signed-in user (JWT) only. */
 
@@ -23,11 +22,11 @@ export const listKeys = defineOperation({
   tag: 'keys',
   summary: "List the user's keys with usage",
   description:
-    'Every key of the signed-in user, active and revoked, with its prefix (never the key), tier and usage (today, total, last used).',
+    "The keys of the signed-in user, active and revoked, with each one's prefix (never the key), tier and usage (today, total, last used): active keys first, then revoked ones, each newest first, `limit` per page; to page on, ask again with `cursor` = `next_cursor` until it is null.",
   policy: USER,
-  input: z.object({}),
+  input: ListKeysInput,
   output: KeyListSchema,
-  run: async (s, caller) => fresh(await s.keys.list(signedInUser(caller))),
+  run: async (s, caller, input) => fresh(await s.keys.list(signedInUser(caller), { limit: input.limit, cursor: input.cursor })),
 });
 
 export const revokeKey = defineOperation({

@@ -88,3 +88,10 @@ export const RegimeLevel = z.enum(REGIME_LEVELS);
 export const ChainId = z.enum(CHAIN_IDS);
 /** Tiers: unauthenticated, free, pro, api. */
 export const TierSchema = z.enum(TIERS);
+
+/** `cursor` of a paged list (GET /thesis, GET /keys): a page's `next_cursor`, passed back unchanged (services/cursor.ts). */
+export const PageCursor = z
+  .string()
+  .min(1)
+  .max(200)
+  .describe("The previous page's `next_cursor`, unchanged; leave it out for the first page");

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { KEY_PREFIX } from '../../auth/api-keys.ts';
-import { safeText, TierSchema } from './common.ts';
+import { PageCursor, safeText, TierSchema } from './common.ts';
 
 /** Schemas of self-service API keys: create (shown once), list with usage, revoke. */
 
@@ -52,8 +52,27 @@ export const KeyViewSchema = z.object({
   revoked_at: z.string().nullable(),
 });
 
+/** Page sizes of GET /keys: the most a page may hold, and the default. */
+export const KEY_PAGE = { max: 100, default: 50 } as const;
+
+/** Input of the listKeys operation (GET /keys). */
+export const ListKeysInput = z.object({
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(KEY_PAGE.max)
+    .default(KEY_PAGE.default)
+    .describe(`The most keys a page holds, 1..${KEY_PAGE.max}; the active keys (at most 5) come first`),
+  cursor: PageCursor.optional(),
+});
+
 /** `data` of GET /keys. */
-export const KeyListSchema = z.object({ keys: z.array(KeyViewSchema) });
+export const KeyListSchema = z.object({
+  keys: z.array(KeyViewSchema).describe('Active keys first, then revoked ones; each group newest first'),
+  limit: z.number().int().describe('The most keys a page holds'),
+  next_cursor: z.string().nullable().describe('Pass it as `cursor` for the next page (older keys); null on the last page'),
+});
 
 /** `data` of POST /keys/revoke. */
 export const RevokedKeySchema = z.object({ id: z.uuid(), status: z.literal('revoked'), revoked_at: z.string() });

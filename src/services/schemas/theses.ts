@@ -9,7 +9,7 @@ import {
   THESIS_OPERATORS,
   THESIS_STATUSES,
 } from '../../engine/thesis.ts';
-import { RegimeLevel, SignalLevel, safeText } from './common.ts';
+import { PageCursor, RegimeLevel, SignalLevel, safeText } from './common.ts';
 
 /** Schemas of theses: the POST /thesis body, a stored thesis, the list, and the health evaluation. */
 
@@ -231,11 +231,7 @@ export const ThesisListSchema = z.object({
 export const THESIS_PAGE = { max: 200, default: 50 } as const;
 
 /** `cursor` of GET /thesis: a page's `next_cursor`, passed back unchanged. */
-export const ThesisCursor = z
-  .string()
-  .min(1)
-  .max(200)
-  .describe("The previous page's `next_cursor`, unchanged; leave it out for the first page");
+export const ThesisCursor = PageCursor;
 
 /** Path parameter of the thesis routes and input of the single-thesis operations. */
 export const ThesisIdInput = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });

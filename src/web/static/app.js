@@ -939,6 +939,14 @@ function keysSection(tierNote) {
               ),
             ),
           ),
+      // The first page holds every active key (they come first); older revoked keys page on in the API.
+      r.body.data.next_cursor
+        ? h('p', {
+            class: 'muted',
+            id: 'keys-more',
+            text: `Showing your active keys and the newest revoked ones (${keys.length}). Older revoked keys: GET /api/v1/keys with cursor = next_cursor.`,
+          })
+        : '',
     );
   }
   form.addEventListener('submit', async (ev) => {
