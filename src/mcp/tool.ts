@@ -132,7 +132,7 @@ export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: u
   try {
     const caller = ctx.reauthenticate ? await ctx.reauthenticate() : ctx.caller;
     const { op, input } = tool.route(args.data);
-    const denied = ctx.access.authorize(caller, op.policy);
+    const denied = await ctx.access.authorizeCounted(caller, op.policy);
     if (denied) return failure(denied);
     const metered = await ctx.access.meter(caller, op.policy);
     ctx.onLimits?.(metered.limits);

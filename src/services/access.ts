@@ -454,6 +454,21 @@ export class Access {
     return null;
   }
 
+  /**
+   * `authorize` for a caller identified once for many calls (MCP over HTTP: the POST is
+   * authenticated under the public policy, each tools/call authorized with its operation's).
+   * An anonymous caller of an address (subject `ip:<address>`) refused for lacking a credential
+   * counts as a failed authentication, as `authenticate` counts it on REST: against the
+   * address's budget, and 429 RATE_LIMITED once that is used up.
+   * @returns null when allowed, else the refusal (as `authorize`, or the 429).
+   */
+  async authorizeCounted(caller: Caller, policy: Policy): Promise<ServiceError | null> {
+    const denied = this.authorize(caller, policy);
+    if (denied?.code !== 'UNAUTHORIZED' || caller.kind !== 'anonymous' || !caller.subject.startsWith('ip:')) return denied;
+    const budget = await this.#authFailures.consume(caller.subject.slice(3));
+    return budget.allowed ? denied : this.#tooManyFailures(budget.retryAfterSec);
+  }
+
   /** The caller's current limits without counting anything (refused requests, unmetered ones). */
   peek(caller: Caller): Promise<LimitDecision> {
     return this.#deps.limiter.peek(caller.subject, caller.tier);

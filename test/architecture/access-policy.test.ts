@@ -7,7 +7,7 @@ import { ERROR_STATUS, type ErrorCode } from '../../src/errors.ts';
 import { runTool, type ToolDefinition } from '../../src/mcp/tool.ts';
 import { TOOLS } from '../../src/mcp/tools/index.ts';
 import { createService, type Service } from '../../src/server.ts';
-import { PUBLIC_UNMETERED } from '../../src/services/access.ts';
+import { AUTH_FAILURES_PER_MINUTE, PUBLIC_UNMETERED } from '../../src/services/access.ts';
 import type { Operation } from '../../src/services/operation.ts';
 import { OPERATIONS } from '../../src/services/operations/index.ts';
 import { testConfig } from '../helpers/env.ts';
@@ -237,4 +237,27 @@ test('a caller over its quota gets 429 through both, for every operation it may 
     assert.equal(await viaRest(op, undefined, anonIp), anonExpected, `REST anonymous ${op.name}`);
     assert.equal(await viaMcp(op, undefined, anonIp), anonExpected, `MCP anonymous ${op.name}`);
   }
+});
+
+test('anonymous calls of a key-only operation count as failed authentications through both, and 429 once the address used its budget', async () => {
+  const history = OPERATIONS.find((o) => o.name === 'getSignalHistory')!;
+  // Through MCP alone: the address's budget runs out, then REST from it is refused too.
+  const ip = nextIp();
+  for (let i = 0; i < AUTH_FAILURES_PER_MINUTE; i++) assert.equal(await viaMcp(history, undefined, ip), 401, `MCP call ${i + 1}`);
+  assert.equal(await viaMcp(history, undefined, ip), 429);
+  assert.equal(await viaRest(history, undefined, ip), 429);
+  // And the other way round: REST uses it up, MCP is refused.
+  const ip2 = nextIp();
+  for (let i = 0; i < AUTH_FAILURES_PER_MINUTE; i++) assert.equal(await viaRest(history, undefined, ip2), 401, `REST call ${i + 1}`);
+  assert.equal(await viaRest(history, undefined, ip2), 429);
+  assert.equal(await viaMcp(history, undefined, ip2), 429);
+  // A public operation stays open to the same address without a key (nothing failed there).
+  assert.equal(
+    await viaMcp(
+      OPERATIONS.find((o) => o.name === 'listAssets')!,
+      undefined,
+      nextIp(),
+    ),
+    'allowed',
+  );
 });
