@@ -290,7 +290,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     limit: 50,
     from: '2025-07-03',
     to: '2025-09-30',
-    next_end: '2025-07-02',
+    next_end: '2024-12-21',
     model_version: 'signals-v4',
     entries: [
       {

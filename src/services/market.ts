@@ -663,9 +663,10 @@ export class MarketService {
     const page = rows.filter((e) => e.changed_at >= from).slice(0, limit);
     // A snapshot was computed from the data up to its day: its sources say so.
     const entries = page.map((e) => ({ ...e, factors: e.factors.map((f) => ({ ...f, source: sourceUpTo(f.source, e.changed_at) })) }));
-    // The next page ends the day before this one's oldest entry (a full page) or its window;
-    // null when no older change is stored, so a client paging back knows it has them all.
-    const next_end = rows.length > page.length ? addDays(page.length === limit ? page.at(-1)!.changed_at : from, -1) : null;
+    // The next page ends on the newest change older than this page (rows are newest first, and
+    // the page is their prefix), so paging back never asks for an empty window; null when no
+    // older change is stored, so a client paging back knows it has them all.
+    const next_end = rows[page.length]?.changed_at ?? null;
     return fresh<HistoryData>({ asset: a.asset, days, limit, from, to, next_end, model_version: CURRENT_MODEL.version, entries });
   }
 }

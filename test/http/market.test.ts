@@ -402,7 +402,7 @@ describe('signal history', { skip: SKIP }, () => {
         assert.equal(env.data.from, '2025-09-01');
       });
 
-      test('end moves the window back; paging with the day before the oldest entry reads the older changes in turn', async () => {
+      test('end moves the window back; paging with next_end reads the older changes in turn, skipping empty windows', async () => {
         const hist = async (q: string) => okEnvelope(HistoryDataSchema).parse((await get(`/api/v1/signal-history/bitcoin?${q}`)).body).data;
         const year = await hist('days=365&limit=200&end=2022-06-30');
         assert.equal(year.from, '2021-07-01');
@@ -441,6 +441,19 @@ describe('signal history', { skip: SKIP }, () => {
         }
         const stored = await h.svc.repos.history.listChanges('bitcoin', '1970-01-01', '2025-09-30', 10_000, 'signals-v4');
         assert.equal(all, stored.length);
+        // With the default 30-day window, every answer but the last holds a change: next_end is
+        // the day of the next older change, so no call reads an empty window.
+        let calls = 0;
+        let changes = 0;
+        for (let e: string | null = '2025-09-30'; e !== null; calls++) {
+          const page: typeof year = await hist(`limit=200&end=${e}`);
+          if (calls > 0) assert.ok(page.entries.length > 0, `the window ending ${e} holds the change next_end named`);
+          if (calls > 0) assert.equal(page.entries[0]!.changed_at, e);
+          changes += page.entries.length;
+          e = page.next_end;
+          assert.ok(calls < stored.length + 2, 'paging ends');
+        }
+        assert.equal(changes, stored.length);
         // Before the data: an empty window and nothing older, not an error.
         const before = await hist('end=2015-01-31');
         assert.deepEqual(before.entries, []);

@@ -234,7 +234,7 @@ export const HistoryDataSchema = z.object({
   from: Day.describe('First day of the window (`end` − `days` + 1)'),
   to: Day.describe('Last day of the window: `end`, by default the as-of day'),
   next_end: Day.nullable().describe(
-    'The `end` that asks for the next older page (the day before the oldest entry when the page is full, else the day before `from`); null when no older change is stored',
+    'The `end` that asks for the next older page: the day of the newest stored change older than this page, so that page starts with it (a window with no change is skipped); null when no older change is stored',
   ),
   model_version: z.string().describe('The signal model whose history this is (each version has its own)'),
   entries: z.array(HistoryEntrySchema).describe('Newest first'),
