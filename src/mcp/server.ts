@@ -113,7 +113,7 @@ function toolList(status: Served<StatusData>): { tools: Tool[] } {
               .map((x) => x.series)
               .join(', ')}${empty.length > 3 ? ', ...' : ''})`
           : '') +
-        '; GET /api/v1/status has every series.';
+        '; GET /api/v1/status has every series. This is the freshness when the list was made: each result says the age of its data.';
       return { ...e, description: `${e.description ?? ''}\n\n${line}` };
     }),
   };

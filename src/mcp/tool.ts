@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { type ErrorCode, ServiceError, loggableError, unexpectedError } from '../errors.ts';
 import type { LimitDecision } from '../rate-limit/limiter.ts';
 import type { Access, Caller } from '../services/access.ts';
+import { daysFrom } from '../services/freshness.ts';
 import type { Operation, Services } from '../services/operation.ts';
 import { closedObject } from '../services/schemas/common.ts';
 
@@ -120,6 +121,20 @@ function withoutPlaceholder(tool: ToolDefinition, args: unknown): unknown {
 }
 
 /**
+ * The age of the data every answer is computed from, for the model reading the summary: the
+ * as-of day, the mode, and how many days before today (UTC, by the clock) it is. Offline the
+ * answers are the bundled dataset's and are judged fresh against its own last day
+ * (docs/live-data.md, "Freshness"): without this line a model would read them as today's.
+ */
+export function dataAge(services: Services, now: Date = new Date()): string {
+  const { asOf, mode } = services.market;
+  const today = now.toISOString().slice(0, 10);
+  const age = daysFrom(asOf, today);
+  const source = mode === 'live' ? 'live data, ingested from public APIs' : 'the bundled historical dataset (offline mode), not live data';
+  return `Data as of ${asOf} (${source}): ${age === 0 ? 'today' : `${age} day${age === 1 ? '' : 's'} before today, ${today} UTC`}.`;
+}
+
+/**
  * Runs one tools/call: validates the arguments, re-checks the caller where asked, authorizes
  * and meters it with the operation's policy (services/access.ts, as REST does), runs the
  * operation and returns its data as structuredContent plus two text blocks, the summary and
@@ -144,7 +159,7 @@ export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: u
     return {
       structuredContent: out.value as Record<string, unknown>,
       content: [
-        { type: 'text', text: tool.summary(out.value) },
+        { type: 'text', text: `${tool.summary(out.value)}\n${dataAge(ctx.services)}` },
         { type: 'text', text: out.json },
       ],
     };

@@ -180,8 +180,16 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       const json = r.content[1];
       assert.ok(json && json.type === 'text', `${k.tool} has the JSON as text`);
       assert.deepEqual(JSON.parse(json.text), sc);
-      // The summary does not hide stale inputs or missing chain metrics.
+      // The summary does not hide stale inputs or missing chain metrics, and says how old the data is.
       const summary = (text as { text: string }).text;
+      const today = new Date().toISOString().slice(0, 10);
+      const age = Math.round((Date.parse(today) - Date.parse('2025-09-30')) / 86_400_000);
+      assert.ok(
+        summary.endsWith(
+          `\nData as of 2025-09-30 (the bundled historical dataset (offline mode), not live data): ${age} days before today, ${today} UTC.`,
+        ),
+        `${k.tool}: ${summary.slice(-200)}`,
+      );
       const entries = [
         sc,
         ...((sc.chains as Record<string, unknown>[] | undefined) ?? []),
