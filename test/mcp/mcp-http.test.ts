@@ -410,6 +410,23 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal(emptyBody.error.code, -32600);
     assert.equal(emptyBody.id, null);
     assert.match(emptyBody.error.message, /^Invalid Request: the batch is empty/);
+    // Valid JSON that is not a JSON-RPC message is an Invalid Request (-32600), not a Parse error.
+    const anyKey = { authorization: `Bearer ${await makeKey('mcp-invalid-envelope')}` };
+    for (const [body, id, why] of [
+      [{ id: 8, method: 'ping' }, 8, /"jsonrpc" must be "2.0"/],
+      [42, null, /a message must be a JSON object/],
+      [[{ jsonrpc: '2.0', id: 1, method: 'ping' }, 5], null, /a message must be a JSON object/],
+      [{ jsonrpc: '2.0', id: 3, method: 7 }, 3, /"method" must be a string/],
+      [{ jsonrpc: '2.0', id: 4 }, 4, /needs a "method"/],
+      [{ jsonrpc: '2.0', id: { x: 1 }, method: 'ping' }, null, /"id" must be a string or a number/],
+    ] as const) {
+      const res = await rawMcp(body, anyKey);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      const b = (await res.json()) as { id: unknown; error: { code: number; message: string } };
+      assert.equal(b.error.code, -32600, JSON.stringify(body));
+      assert.equal(b.id, id);
+      assert.match(b.error.message, why);
+    }
   });
 
   test('initialize with missing or mistyped params is -32602 naming the field, not -32603', async () => {
