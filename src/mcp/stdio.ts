@@ -23,6 +23,24 @@ export interface StdioDeps {
 }
 
 /**
+ * The JSON-RPC error for a line of stdin the SDK's stdio transport could not read (its
+ * `onerror`): -32700 when the line is not JSON, -32600 when it is JSON but not one JSON-RPC
+ * message (a batch, which stdio does not take, or a wrong envelope); null for any other error
+ * (stdin itself failing).
+ */
+export function unreadableLine(err: Error): { code: number; message: string } | null {
+  if (err instanceof SyntaxError)
+    return { code: -32700, message: 'Parse error: the line is not valid JSON; send one JSON-RPC message per line' };
+  if (err.name === 'ZodError')
+    return {
+      code: -32600,
+      message:
+        'Invalid Request: the line is not one JSON-RPC message (a batch is not accepted over stdio); send one {"jsonrpc": "2.0", "id": ..., "method": ...} object per line',
+    };
+  return null;
+}
+
+/**
  * Serves the six MCP tools over stdio for local clients (Claude Desktop, Cursor, VS Code):
  * stdout carries the protocol, logs go to stderr. The transport is connected at once, so
  * `initialize` (and the server's instructions) are answered while the core is still being
@@ -85,6 +103,16 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
   process.on('SIGINT', () => void close());
   process.on('SIGTERM', () => void close());
   await server.connect(transport);
+  // A line the transport cannot read as one JSON-RPC message is dropped by the SDK, so the
+  // client would wait for an answer forever: answer it (id null: it could not be read).
+  const sdkOnError = transport.onerror;
+  transport.onerror = (err: Error) => {
+    sdkOnError?.(err);
+    const answer = unreadableLine(err);
+    if (!answer) return;
+    log.warn({ reason: answer.message }, 'MCP stdio: unreadable message answered');
+    transport.send({ jsonrpc: '2.0', id: null, error: answer } as never).catch(() => {});
+  };
   log.info('MCP stdio server connected: initialize is answered now, tools once the data is loaded');
   const ctx = await context;
   const d = await deps;

@@ -1,6 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type CallToolResult, CallToolResultSchema, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -90,6 +92,63 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
       },
     );
   });
+});
+
+test('a line that is not one JSON-RPC message is answered (-32700 or -32600), not dropped; stdout holds only JSON-RPC', async () => {
+  const child = spawn(
+    process.execPath,
+    [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
+    { cwd: ROOT_DIR, env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://' }, stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  try {
+    // Lines of stdout, each JSON-RPC, taken in order by `next` (at most 60 s each: the core loads meanwhile).
+    const queue: string[] = [];
+    let wake: (() => void) | null = null;
+    createInterface({ input: child.stdout! }).on('line', (l) => {
+      queue.push(l);
+      wake?.();
+    });
+    const next = async () => {
+      const deadline = Date.now() + 60_000;
+      while (queue.length === 0) {
+        assert.ok(Date.now() < deadline, 'no answer on stdout within 60 s');
+        await new Promise<void>((r) => {
+          wake = r;
+          setTimeout(r, 1000);
+        });
+      }
+      return JSON.parse(queue.shift()!) as { id: unknown; result?: unknown; error?: { code: number; message: string } };
+    };
+    const send = (line: string) => child.stdin!.write(`${line}\n`);
+    send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
+    );
+    assert.equal((await next()).id, 1);
+    send('this is not json');
+    const parse = await next();
+    assert.deepEqual([parse.id, parse.error?.code], [null, -32700]);
+    assert.match(parse.error!.message, /not valid JSON; send one JSON-RPC message per line/);
+    send(
+      JSON.stringify([
+        { jsonrpc: '2.0', id: 2, method: 'ping' },
+        { jsonrpc: '2.0', id: 3, method: 'ping' },
+      ]),
+    );
+    const batch = await next();
+    assert.deepEqual([batch.id, batch.error?.code], [null, -32600]);
+    assert.match(batch.error!.message, /a batch is not accepted over stdio/);
+    // The server goes on: the next good message is answered.
+    send(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }));
+    assert.deepEqual(await next(), { jsonrpc: '2.0', id: 4, result: {} });
+  } finally {
+    child.stdin!.end();
+    child.kill();
+  }
 });
 
 describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
