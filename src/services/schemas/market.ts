@@ -18,19 +18,22 @@ import { ChainId, Day, RegimeLevel, SignalLevel } from './common.ts';
 
 /** One factor of a signal: raw value in `unit`, score -1..1, weight 0..1, contribution = weight * score. */
 export const FactorSchema = z.object({
-  name: z.enum(FACTOR_NAMES),
+  name: z.enum(FACTOR_NAMES).describe('The factor (docs/methodology.md, the served model)'),
   value: z.union([z.number(), z.string()]).describe('The raw input the factor scored, in `unit`'),
-  unit: z.string(),
+  unit: z.string().describe('Unit of `value` (e.g. %, index 0-100, fraction per 8 h)'),
   score: z.number().min(-1).max(1).describe('-1 (bearish) .. 1 (bullish)'),
-  weight: z.number().min(0).max(1),
+  weight: z.number().min(0).max(1).describe("The factor's share of the score, 0..1"),
   contribution: z.number().describe('weight * score; contributions sum to the signal score'),
-  explanation: z.string(),
-  source: z.string(),
-  as_of: Day,
+  explanation: z.string().describe('Why the factor scored so, in one sentence'),
+  source: z.string().describe('The data it was computed from (file or API, with the days used)'),
+  as_of: Day.describe('Day of the newest input the factor used'),
 });
 
 /** A factor the asset has no (fresh) data for, with the reason; never invented. */
-export const MissingFactorSchema = z.object({ name: z.string(), reason: z.string() });
+export const MissingFactorSchema = z.object({
+  name: z.string().describe('The factor'),
+  reason: z.string().describe('Why it has no value (no data, or data too old); its weight is left out of the score'),
+});
 
 /**
  * Freshness of an answer (docs/live-data.md, "Freshness"): `stale` is true when an input is
@@ -83,11 +86,17 @@ export const LevelRuleSchema = z
 /** One asset's signal (GET /signals/{asset}; entries of GET /signals). Prices USD, changes %. */
 export const SignalEntrySchema = z.object({
   asset: z.string().describe('Canonical (CoinGecko) asset id'),
-  symbol: z.string(),
+  symbol: z.string().describe('Ticker, e.g. BTC'),
   name: z.string(),
-  signal: SignalLevel,
-  score: z.number().min(-1).max(1),
-  confidence: z.number().min(0).max(1),
+  signal: SignalLevel.describe('The reported level (see `level_rule` for why it may differ from the band of `score`)'),
+  score: z.number().min(-1).max(1).describe('Weighted sum of the factor contributions, -1 (bearish) .. 1 (bullish)'),
+  confidence: z
+    .number()
+    .min(0)
+    .max(1)
+    .describe(
+      'Coverage (weight of the factors with data / weight applicable) × agreement (|Σ w·s| / Σ w·|s|): how much of the model had data and how far its factors agree, 0..1; not a probability',
+    ),
   price_usd: z.number().describe("Close of the as-of day's daily candle, USD"),
   change_24h_pct: z.number().nullable().describe('Close-to-close change over 1 day, %; null when the previous day is missing'),
   change_7d_pct: z.number().nullable().describe('Close-to-close change over 7 days, %; null when that day is missing'),
@@ -110,11 +119,17 @@ export const SignalsDataSchema = z.object({
 
 /** `data` of GET /regime: the BTC regime, its conditions (RSI-14, Fear & Greed, momentum, funding rate per 8 h) and all signals. */
 export const RegimeDataSchema = z.object({
-  regime: RegimeLevel,
-  score: z.number().min(-1).max(1),
-  confidence: z.number().min(0).max(1),
-  since: Day,
-  as_of: Day,
+  regime: RegimeLevel.describe(
+    'The confirmed regime: bull (raw score ≥ 0.2), bear (≤ -0.2), else neutral; a change needs consecutive days',
+  ),
+  score: z.number().min(-1).max(1).describe("Today's raw (unconfirmed) composite of the conditions, -1 (bearish) .. 1 (bullish)"),
+  confidence: z
+    .number()
+    .min(0)
+    .max(1)
+    .describe('Coverage of the conditions with data × their support for the regime, 0..1; not a probability'),
+  since: Day.describe('Day the current regime was confirmed'),
+  as_of: Day.describe('Day of the newest BTC data used'),
   ...Stale,
   conditions: z.object({
     rsi: z.object({ value: z.number(), period: z.number().int(), state: z.enum(RSI_STATES), as_of: Day }).nullable(),
@@ -139,10 +154,16 @@ export const ChainHealthSchema = z.object({
   chain: ChainId,
   name: z.string(),
   score: z.number().min(0).max(100).nullable().describe('0..100, 50 = normal; null when no metric has fresh data'),
-  status: z.enum(CHAIN_STATUSES),
-  z_score: z.number().nullable(),
-  regime: RegimeLevel,
-  sensitivity: z.number(),
+  status: z
+    .enum(CHAIN_STATUSES)
+    .describe(
+      'Band of `score`: strong ≥ 75, healthy ≥ 60, neutral ≥ 40, weak ≥ 25, else critical; insufficient_data when no metric is fresh',
+    ),
+  z_score: z.number().nullable().describe('Composite z-score: the sum of the component contributions, before the regime multiplier'),
+  regime: RegimeLevel.describe('The BTC regime the score is adjusted for'),
+  sensitivity: z
+    .number()
+    .describe('Regime multiplier of the composite z (bull 0.8, neutral 1, bear 1.25): score = 50 + 50 × tanh(sensitivity × z_score / 2)'),
   components: z.array(
     z.object({
       metric: z.string(),
@@ -152,14 +173,16 @@ export const ChainHealthSchema = z.object({
           "The metric's mean over the 7 calendar days ending at `as_of` (at least 4 values): the z-score's input, not the day's value that GET /chain-metrics/{asset} shows (docs/methodology.md, Chain health)",
         ),
       z_score: z.number().describe('(value - mean of the 7-day means of the 90 days before) / their sample stdev, clipped to ±3'),
-      weight: z.number(),
+      weight: z.number().describe("The metric's share of the composite among those with data"),
       contribution: z.number().describe('weight × z_score'),
       as_of: Day.describe("The metric's newest day used"),
     }),
   ),
-  missing_metrics: z.array(z.object({ metric: z.string(), last_date: Day.nullable(), reason: z.string() })),
-  window_days: z.number().int(),
-  as_of: Day.nullable(),
+  missing_metrics: z
+    .array(z.object({ metric: z.string(), last_date: Day.nullable().describe('Its newest day, null when never'), reason: z.string() }))
+    .describe('Metrics left out of the score (no data, too short a baseline, or older than 14 days)'),
+  window_days: z.number().int().describe('Baseline window of the z-scores, days'),
+  as_of: Day.nullable().describe('Newest day of the metrics used; null when none was usable'),
   ...Stale,
 });
 
