@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import fastifyCompress from '@fastify/compress';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { loggableError, memoRetrying, ServiceError } from '../errors.ts';
@@ -189,6 +190,9 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         throw err;
     }
   });
+  // Answers over 1 KB compressed by Accept-Encoding, as REST's (src/http/app.ts): a
+  // get_signals with factors is ~57 KB of JSON, a few KB compressed.
+  await app.register(fastifyCompress, { encodings: ['br', 'gzip', 'deflate'], threshold: 1024 });
   const allowed = new Set<string>([...LOOPBACK_HOSTS, '::1', ...deps.allowedHosts.map((h) => h.toLowerCase())]);
 
   app.addHook('onRequest', async (req, reply) => {

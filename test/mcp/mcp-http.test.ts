@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -205,6 +206,45 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       }
     }
     await c.close();
+  });
+
+  test('a large answer is compressed when the client accepts it, and decodes to the same JSON', async () => {
+    const { gunzipSync } = await import('node:zlib');
+    const msg = JSON.stringify(callMsg('get_signals', { include_factors: true }));
+    const post = (encoding?: string) =>
+      new Promise<{ headers: Record<string, unknown>; body: Buffer }>((resolve, reject) => {
+        const u = new URL(`${base}/mcp`);
+        const req = httpRequest(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: u.pathname,
+            method: 'POST',
+            headers: {
+              'content-type': 'application/json',
+              accept: 'application/json, text/event-stream',
+              'mcp-protocol-version': '2025-06-18',
+              authorization: `Bearer ${keys.api}`,
+              ...(encoding ? { 'accept-encoding': encoding } : {}),
+            },
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+          },
+        );
+        req.on('error', reject);
+        req.end(msg);
+      });
+    const plain = await post();
+    const gz = await post('gzip');
+    assert.equal(plain.headers['content-encoding'], undefined);
+    assert.equal(gz.headers['content-encoding'], 'gzip');
+    assert.ok(gz.body.length < plain.body.length / 3, `${gz.body.length} of ${plain.body.length} bytes`);
+    const a = JSON.parse(plain.body.toString()) as { result: { structuredContent: unknown } };
+    const b = JSON.parse(gunzipSync(gz.body).toString()) as { result: { structuredContent: unknown } };
+    assert.deepEqual(b.result.structuredContent, a.result.structuredContent);
   });
 
   test('tool failures are isError results carrying the REST error code', async () => {
