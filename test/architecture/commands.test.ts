@@ -160,3 +160,42 @@ test('mcp --stdio serves tools without loading Fastify or the identity provider'
     await client.close();
   }
 });
+
+test('SIGTERM to `npm start` stops the service itself (the script execs node): it logs the shutdown and frees its port', async () => {
+  const port = await freePort();
+  const npm = spawn('npm', ['start'], {
+    cwd: ROOT_DIR,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      LOG_LEVEL: 'info',
+      PGLITE_DIR: 'memory://',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+    },
+  });
+  let out = '';
+  npm.stdout.on('data', (d) => (out += d));
+  npm.stderr.on('data', (d) => (out += d));
+  const deadline = Date.now() + 120_000;
+  while (!/listening at/.test(out)) {
+    assert.ok(Date.now() < deadline && npm.exitCode === null, `npm start did not listen:\n${out.slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+  const exited = new Promise((r) => npm.on('exit', r));
+  npm.kill('SIGTERM');
+  await exited;
+  // The service's own shutdown ran (not only npm's), and nothing answers on its port any more.
+  const stopBy = Date.now() + 15_000;
+  let up = true;
+  while (up && Date.now() < stopBy) {
+    up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+      () => true,
+      () => false,
+    );
+    if (up) await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(up, false, 'the service still answers after SIGTERM to npm');
+  assert.match(out, /shutting down/);
+});
