@@ -165,26 +165,26 @@ describe('embedded identity provider on PGlite', () => {
     // The account keeps its password: the second sign-up did not take it over.
     assert.equal((await post(svc, '/auth/sign-in/email', { email, password })).status, 200);
     assert.equal((await post(svc, '/auth/sign-in/email', { email, password: 'another river stone 9' })).status, 401);
-    // A trailing NUL is invisible to the password hash (HMAC pads its key with zero bytes):
-    // control characters in a password are refused, the same 400 for a known and an unknown email.
-    for (const bad of [`${password}\u0000`, `${password}\u0000\u0000`, `maple\tcanyon ferry 7`, `${password}\u007f`]) {
-      const signIn = await post(svc, '/auth/sign-in/email', { email, password: bad });
-      const other = await post(svc, '/auth/sign-in/email', { email: `other.${email}`, password: bad });
-      assert.equal(signIn.status, 400, `${JSON.stringify(bad)} ${signIn.raw}`);
-      assert.deepEqual(signIn.body.error, other.body.error);
-      assert.equal(signIn.body.error.details.field, 'password');
-      assert.match(signIn.body.error.message, /^Invalid body field 'password': a password must not contain control characters/);
-      assert.equal(signIn.headers['set-cookie'], undefined);
+    // A new password with a control character is refused (a trailing NUL is invisible to the
+    // hash: HMAC pads its key with zero bytes), the same 400 for a known and an unknown email,
+    // also behind a byte-order mark (which better-auth's JSON reader drops).
+    for (const bad of [`${password}\u0000`, `maple\tcanyon ferry 7`, `${password}\u007f`]) {
+      const known = await post(svc, '/auth/sign-up/email', { name: 'Nul', email, password: bad });
+      const other = await post(svc, '/auth/sign-up/email', { name: 'Nul', email: `nul.${email}`, password: bad });
+      assert.equal(known.status, 400, `${JSON.stringify(bad)} ${known.raw}`);
+      assert.deepEqual(known.body.error, other.body.error);
+      assert.equal(known.body.error.details.field, 'password');
+      assert.match(known.body.error.message, /^Invalid body field 'password': a password must not contain control characters/);
     }
-    const nulUp = await post(svc, '/auth/sign-up/email', { name: 'Nul', email: `nul.${email}`, password: `${password}\u0000` });
-    assert.equal(nulUp.status, 400, nulUp.raw);
-    assert.equal(nulUp.body.error.details.field, 'password');
-    const change = await post(
-      svc,
-      '/auth/change-password',
-      { currentPassword: password, newPassword: 'river\u0000stone quiet 3' },
-      session,
-    );
+    const bom = await svc.app.inject({
+      method: 'POST',
+      url: '/auth/sign-up/email',
+      headers: { 'content-type': 'application/json' },
+      payload: `\uFEFF${JSON.stringify({ name: 'Bom', email: `bom.${email}`, password: `${password}\u0000` })}`,
+      remoteAddress: freshIp(),
+    });
+    assert.equal(bom.statusCode, 400, bom.body);
+    const change = await post(svc, '/auth/change-password', { currentPassword: password, newPassword: 'river\u0000stone quiet 3' }, session);
     assert.equal(change.status, 400, change.raw);
     assert.equal(change.body.error.details.field, 'newPassword');
     assert.equal((await post(svc, '/auth/sign-in/email', { email, password })).status, 200, 'the password is unchanged');
