@@ -227,6 +227,13 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         -32600,
         'Invalid Request: the batch is empty; send a JSON-RPC message (an object) or a non-empty array of them',
       );
+    if (messages.length > MCP_MAX_BATCH)
+      return rpcError(
+        reply,
+        400,
+        -32600,
+        `A batch may hold at most ${MCP_MAX_BATCH} messages (this one holds ${messages.length}): send them in smaller batches`,
+      );
     for (const m of messages) {
       const why = invalidEnvelope(m);
       if (why)
@@ -238,13 +245,6 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
           messages.length === 1 ? messageId(m) : null,
         );
     }
-    if (messages.length > MCP_MAX_BATCH)
-      return rpcError(
-        reply,
-        400,
-        -32600,
-        `A batch may hold at most ${MCP_MAX_BATCH} messages (this one holds ${messages.length}): send them in smaller batches`,
-      );
     // Each message other than tools/call counts once against the cap, batched or not
     // (tools/call is counted per call against the API quota, in the tool).
     const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;

@@ -129,7 +129,7 @@ function withoutPlaceholder(tool: ToolDefinition, args: unknown): unknown {
 export function dataAge(services: Services, now: Date = new Date()): string {
   const { asOf, mode } = services.market;
   const today = now.toISOString().slice(0, 10);
-  const age = daysFrom(asOf, today);
+  const age = Math.max(0, daysFrom(asOf, today));
   const source = mode === 'live' ? 'live data, ingested from public APIs' : 'the bundled historical dataset (offline mode), not live data';
   return `Data as of ${asOf} (${source}): ${age === 0 ? 'today' : `${age} day${age === 1 ? '' : 's'} before today, ${today} UTC`}.`;
 }

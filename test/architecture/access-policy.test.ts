@@ -256,7 +256,15 @@ test('anonymous calls of a key-only operation count as failed authentications th
     await viaMcp(
       OPERATIONS.find((o) => o.name === 'listAssets')!,
       undefined,
-      nextIp(),
+      ip,
+    ),
+    'allowed',
+  );
+  assert.equal(
+    await viaRest(
+      OPERATIONS.find((o) => o.name === 'listAssets')!,
+      undefined,
+      ip,
     ),
     'allowed',
   );

@@ -184,7 +184,12 @@ describe('embedded identity provider on PGlite', () => {
       remoteAddress: freshIp(),
     });
     assert.equal(bom.statusCode, 400, bom.body);
-    const change = await post(svc, '/auth/change-password', { currentPassword: password, newPassword: 'river\u0000stone quiet 3' }, session);
+    const change = await post(
+      svc,
+      '/auth/change-password',
+      { currentPassword: password, newPassword: 'river\u0000stone quiet 3' },
+      session,
+    );
     assert.equal(change.status, 400, change.raw);
     assert.equal(change.body.error.details.field, 'newPassword');
     assert.equal((await post(svc, '/auth/sign-in/email', { email, password })).status, 200, 'the password is unchanged');

@@ -89,7 +89,7 @@ export const SignalEntrySchema = z.object({
   symbol: z.string().describe('Ticker, e.g. BTC'),
   name: z.string(),
   signal: SignalLevel.describe('The reported level (see `level_rule` for why it may differ from the band of `score`)'),
-  score: z.number().min(-1).max(1).describe('Weighted sum of the factor contributions, -1 (bearish) .. 1 (bullish)'),
+  score: z.number().min(-1).max(1).describe('Sum of the factor contributions (Σ weight × factor score), -1 (bearish) .. 1 (bullish)'),
   confidence: z
     .number()
     .min(0)
@@ -157,7 +157,7 @@ export const ChainHealthSchema = z.object({
   status: z
     .enum(CHAIN_STATUSES)
     .describe(
-      'Band of `score`: strong ≥ 75, healthy ≥ 60, neutral ≥ 40, weak ≥ 25, else critical; insufficient_data when no metric is fresh',
+      'Band of `score`: strong ≥ 75, healthy ≥ 60, neutral ≥ 40, weak ≥ 25, else critical; insufficient_data when no metric is usable (fresh, with enough recent values and baseline)',
     ),
   z_score: z.number().nullable().describe('Composite z-score: the sum of the component contributions, before the regime multiplier'),
   regime: RegimeLevel.describe('The BTC regime the score is adjusted for'),
@@ -180,7 +180,9 @@ export const ChainHealthSchema = z.object({
   ),
   missing_metrics: z
     .array(z.object({ metric: z.string(), last_date: Day.nullable().describe('Its newest day, null when never'), reason: z.string() }))
-    .describe('Metrics left out of the score (no data, too short a baseline, or older than 14 days)'),
+    .describe(
+      'Metrics left out of the score, each with why: not provided, no value, older than 14 days, fewer than 4 of the 7 recent days, or too short a baseline',
+    ),
   window_days: z.number().int().describe('Baseline window of the z-scores, days'),
   as_of: Day.nullable().describe('Newest day of the metrics used; null when none was usable'),
   ...Stale,
