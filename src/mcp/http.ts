@@ -3,6 +3,7 @@ import fastifyCompress from '@fastify/compress';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { loggableError, memoRetrying, ServiceError } from '../errors.ts';
+import { invalidEnvelope, messageId } from './envelope.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { PUBLIC_UNMETERED, QUERY_CREDENTIAL_MESSAGE, queryCredential, refusalHeaders, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -62,29 +63,6 @@ function rpcError(reply: FastifyReply, status: number, code: number, message: st
     .code(status)
     .type('application/json')
     .send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id }));
-}
-
-/**
- * What makes `m` not a JSON-RPC 2.0 message (request, notification or response), or null when
- * it is one as far as its envelope goes (the SDK checks the rest). JSON-RPC 2.0 answers such a
- * message -32600 Invalid Request; the SDK's transport answered -32700 Parse error, which says
- * the JSON itself was unreadable.
- */
-export function invalidEnvelope(m: unknown): string | null {
-  if (typeof m !== 'object' || m === null || Array.isArray(m)) return 'a message must be a JSON object';
-  const o = m as Record<string, unknown>;
-  if (o.jsonrpc !== '2.0') return `"jsonrpc" must be "2.0"`;
-  if ('id' in o && typeof o.id !== 'string' && typeof o.id !== 'number') return '"id" must be a string or a number';
-  if ('method' in o) return typeof o.method === 'string' ? null : '"method" must be a string';
-  if (!('id' in o) || !('result' in o || 'error' in o))
-    return 'a message needs a "method" (a request or notification), or an "id" with a "result" or "error" (a response)';
-  return null;
-}
-
-/** The id of a message, when it has a usable one (for the error answering it). */
-function messageId(m: unknown): string | number | null {
-  const id = typeof m === 'object' && m !== null ? (m as { id?: unknown }).id : undefined;
-  return typeof id === 'string' || typeof id === 'number' ? id : null;
 }
 
 function webHeaders(h: IncomingHttpHeaders): Headers {

@@ -1,9 +1,12 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { createInterface } from 'node:readline';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { loggableError, ServiceError } from '../errors.ts';
 import { type Access, anonymousCaller, type Caller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { KeyService } from '../services/keys.ts';
 import type { Services } from '../services/operation.ts';
+import { invalidEnvelope, messageId } from './envelope.ts';
 import { createMcpServer } from './server.ts';
 import type { ToolContext } from './tool.ts';
 
@@ -20,6 +23,39 @@ export interface StdioDeps {
   database: string;
   /** Called once when the client goes away (closes the core). */
   onClose(): Promise<void>;
+}
+
+/**
+ * stdin as the SDK's stdio transport reads it, without the lines it would drop unanswered
+ * (its read buffer reports them to `onerror` only, and the client waits forever). Each such
+ * line is answered on stdout here, whole lines as the transport writes them: not JSON -32700;
+ * a batch (not accepted over stdio) or a wrong envelope -32600, with the message's id when it
+ * has one. Blank lines are skipped. The other lines pass on unchanged.
+ */
+export function screenedStdin(input: Readable, log: Logger, output: Writable = process.stdout): Readable {
+  const screened = new PassThrough();
+  const answer = (code: number, message: string, id: string | number | null) => {
+    log.warn({ code, reason: message }, 'MCP stdio: unreadable message answered');
+    output.write(`${JSON.stringify({ jsonrpc: '2.0', id, error: { code, message } })}\n`);
+  };
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  lines.on('line', (line) => {
+    if (line.trim() === '') return;
+    let m: unknown;
+    try {
+      m = JSON.parse(line);
+    } catch {
+      return answer(-32700, 'Parse error: the line is not valid JSON; send one JSON-RPC message per line', null);
+    }
+    if (Array.isArray(m))
+      return answer(-32600, 'Invalid Request: a batch is not accepted over stdio; send one JSON-RPC message per line', null);
+    const why = invalidEnvelope(m);
+    if (why) return answer(-32600, `Invalid Request: ${why}; send {"jsonrpc": "2.0", "id": ..., "method": ...}`, messageId(m));
+    screened.write(`${line}\n`);
+  });
+  lines.on('close', () => screened.end());
+  input.on('error', (e) => screened.destroy(e));
+  return screened;
 }
 
 /**
@@ -88,7 +124,7 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
   // Requests waiting on a failed start get no answer: the process exits with the reason.
   context.catch(() => {});
   const server = createMcpServer(context);
-  const transport = new StdioServerTransport();
+  const transport = new StdioServerTransport(screenedStdin(process.stdin, log), process.stdout);
   let closing = false;
   const close = async () => {
     if (closing) return;

@@ -142,6 +142,13 @@ test('a line that is not one JSON-RPC message is answered (-32700 or -32600), no
     const batch = await next();
     assert.deepEqual([batch.id, batch.error?.code], [null, -32600]);
     assert.match(batch.error!.message, /a batch is not accepted over stdio/);
+    // A wrong envelope is answered with its id, so the client waiting on it is told.
+    send(JSON.stringify({ jsonrpc: '2.0', id: 5, method: 7 }));
+    const envelope = await next();
+    assert.deepEqual([envelope.id, envelope.error?.code], [5, -32600]);
+    assert.match(envelope.error!.message, /"method" must be a string/);
+    // A blank line is no message: nothing answers it, the next message is answered next.
+    send('');
     // The server goes on: the next good message is answered.
     send(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }));
     assert.deepEqual(await next(), { jsonrpc: '2.0', id: 4, result: {} });

@@ -1,0 +1,25 @@
+// The JSON-RPC 2.0 envelope checks shared by MCP over HTTP (http.ts) and stdio (stdio.ts),
+// in a module of their own so that stdio does not load the HTTP side.
+
+/**
+ * What makes `m` not a JSON-RPC 2.0 message (request, notification or response), or null when
+ * it is one as far as its envelope goes (the SDK checks the rest). JSON-RPC 2.0 answers such a
+ * message -32600 Invalid Request; the SDK's transport answered -32700 Parse error, which says
+ * the JSON itself was unreadable.
+ */
+export function invalidEnvelope(m: unknown): string | null {
+  if (typeof m !== 'object' || m === null || Array.isArray(m)) return 'a message must be a JSON object';
+  const o = m as Record<string, unknown>;
+  if (o.jsonrpc !== '2.0') return `"jsonrpc" must be "2.0"`;
+  if ('id' in o && typeof o.id !== 'string' && typeof o.id !== 'number') return '"id" must be a string or a number';
+  if ('method' in o) return typeof o.method === 'string' ? null : '"method" must be a string';
+  if (!('id' in o) || !('result' in o || 'error' in o))
+    return 'a message needs a "method" (a request or notification), or an "id" with a "result" or "error" (a response)';
+  return null;
+}
+
+/** The id of a message, when it has a usable one (for the error answering it). */
+export function messageId(m: unknown): string | number | null {
+  const id = typeof m === 'object' && m !== null ? (m as { id?: unknown }).id : undefined;
+  return typeof id === 'string' || typeof id === 'number' ? id : null;
+}
