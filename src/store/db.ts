@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -180,7 +180,15 @@ export async function openDatabase(opts: {
   const onDisk = !opts.pgliteDir.startsWith('memory://');
   let unlock = () => {};
   if (onDisk) {
-    mkdirSync(opts.pgliteDir, { recursive: true });
+    mkdirSync(opts.pgliteDir, { recursive: true, mode: 0o700 });
+    // Owner only, as PostgreSQL requires of a data directory: PGlite writes its files 0666
+    // (less the umask), and they hold the users, sessions and key digests. A folder this user
+    // cannot change keeps its mode (the lock below or the open then says what is wrong).
+    try {
+      chmodSync(opts.pgliteDir, 0o700);
+    } catch {
+      // Not ours: left as it is.
+    }
     unlock = lockPglite(opts.pgliteDir);
   }
   try {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -25,6 +25,7 @@ test('a new embedded database is loaded from the build template, migrated, and o
     const first = await openDatabase({ pgliteDir: dir });
     try {
       assert.equal(first.created, 'template');
+      assert.equal(statSync(dir).mode & 0o777, 0o700, "the data directory is the owner's alone");
       const applied = (await first.db.execute(sql`select count(*)::int as n from drizzle.__drizzle_migrations`)) as unknown as {
         rows: { n: number }[];
       };
