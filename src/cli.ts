@@ -135,6 +135,33 @@ function clampNote(w: BacktestWindow): string | null {
 }
 
 /**
+ * What to tell the operator when PostgreSQL refused the start (DATABASE_URL), from the pg
+ * error (or its cause): a database that does not exist (SQLSTATE 3D000), refused credentials
+ * (28P01, 28000), an unreachable server (ECONNREFUSED, ENOTFOUND, ETIMEDOUT, EHOSTUNREACH);
+ * null for anything else. PostgreSQL's own message is quoted: it names the database or role,
+ * never a password.
+ */
+function postgresStartProblem(err: unknown): string | null {
+  for (
+    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 4;
+    e = e.cause as typeof e, depth++
+  ) {
+    const code = typeof e.code === 'string' ? e.code : '';
+    const said = typeof e.message === 'string' && e.message ? ` (PostgreSQL: ${e.message})` : '';
+    if (code === '3D000')
+      return `the database named in DATABASE_URL does not exist${said}: create it (createdb <name>) or fix DATABASE_URL`;
+    if (code === '28P01' || code === '28000')
+      return `PostgreSQL refused the user or password in DATABASE_URL${said}: fix them in DATABASE_URL`;
+    if (typeof e.message === 'string' && /timeout exceeded when trying to connect/i.test(e.message))
+      return 'cannot connect to the PostgreSQL server in DATABASE_URL (no answer in time): check that it runs and that the host and port in DATABASE_URL are right';
+    if (['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code))
+      return `cannot connect to the PostgreSQL server in DATABASE_URL (${code}): check that it runs and that the host and port in DATABASE_URL are right`;
+  }
+  return null;
+}
+
+/**
  * Evaluates the signal on the dataset (no database): table, JSON or the Markdown of
  * docs/track-record.md. The window is clamped to the days the data holds (the report names the
  * window evaluated, and a one-line note on stderr says it was clamped). Bad options, and a
@@ -403,6 +430,8 @@ main().catch(async (err: unknown) => {
     process.stderr.write(
       `Failed to start: the port is in use (${(err as Error).message}); set PORT (or --port) to a free port, or stop the other process\n`,
     );
+  } else if (postgresStartProblem(err)) {
+    process.stderr.write(`Failed to start: ${postgresStartProblem(err)}\n`);
   } else if (isDependencyDown(err)) {
     // No stack: a database error's message may carry SQL and parameters.
     process.stderr.write(`Failed to start: ${unexpectedError(err).message} (${JSON.stringify(loggableError(err))})\n`);

@@ -89,6 +89,11 @@ const EnvSchema = z.object({
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    // What pg's connection-string parser (new URL) reads: a bad port or host fails here, not at the first query.
+    .refine(
+      (u) => URL.canParse(u),
+      'is not a valid URL (check the host, the port number and that a password with @, / or : is percent-encoded)',
+    )
     .optional(),
   /** Folder of the embedded PGlite database (created at first start); `memory://` keeps it in memory. */
   PGLITE_DIR: z

@@ -12,7 +12,7 @@ import { authUser } from '../src/store/auth-schema.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
 import { Redis } from 'ioredis';
-import { REDIS_KEY_PREFIX, REDIS_URL } from './helpers/env.ts';
+import { PG_BASE_URL, PG_SKIP, postgresAvailable, REDIS_KEY_PREFIX, REDIS_URL } from './helpers/env.ts';
 import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
 import { type NodeRun, runNode, scriptNodeOptions } from './helpers/node-options.ts';
 
@@ -431,5 +431,32 @@ test('ingest --once: one live round against local upstreams, a JSON line per ser
     );
   } finally {
     await upstream.close();
+  }
+});
+
+test('serve on a PostgreSQL that refuses the start says why and what to do: no such database, refused role, no server', async (t) => {
+  if (!(await postgresAvailable())) return t.skip(PG_SKIP);
+  const env = (url: string) => ({ DATABASE_URL: url, AUTH_SECRET: 'x'.repeat(40), PORT: '0' });
+  const base = new URL(PG_BASE_URL);
+  const at = (edit: (u: URL) => void) => {
+    const u = new URL(base);
+    edit(u);
+    return u.toString();
+  };
+  for (const [url, said] of [
+    [
+      at((u) => (u.pathname = '/no_such_database_for_this_test')),
+      /^Failed to start: the database named in DATABASE_URL does not exist \(PostgreSQL: database "no_such_database_for_this_test" does not exist\): create it/m,
+    ],
+    [
+      at((u) => (u.username = 'no_such_role_for_this_test')),
+      /^Failed to start: PostgreSQL refused the user or password in DATABASE_URL \(PostgreSQL: .*no_such_role_for_this_test.*\): fix them/m,
+    ],
+    [at((u) => (u.port = '1')), /^Failed to start: cannot connect to the PostgreSQL server in DATABASE_URL \(ECONNREFUSED\)/m],
+  ] as const) {
+    const r = await cli(['serve'], env(url));
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, said, r.stderr);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
   }
 });

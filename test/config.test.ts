@@ -21,6 +21,7 @@ test('a bad value names the variable', () => {
     ['AS_OF', '2025-02-30'],
     ['AS_OF', '2023-02-29'],
     ['DATABASE_URL', 'mysql://x'],
+    ['DATABASE_URL', 'postgres://u@127.0.0.1:notaport/db'],
     ['LOG_LEVEL', 'loud'],
     ['REDIS_KEY_PREFIX', 'has space:'],
   ]) {
