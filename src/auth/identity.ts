@@ -13,6 +13,7 @@ import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors
 import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
 import { betterAuthStorages, ContextGate } from './context-gate.ts';
+import { IdentityProviderUnavailableError } from './jwt-check.ts';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, discoveryDocument, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 import { passwordProblem } from './password-policy.ts';
 import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase, trackingStorage } from './session-store.ts';
@@ -273,7 +274,8 @@ async function retireUndecryptableKeys(db: Db, secret: Parameters<typeof symmetr
  * A jose key getter over a JWKS loaded in process by `load`: cached up to `maxAgeMs`, and
  * reloaded when a token names an unknown `kid` (a key created since), at most once per
  * `minReloadMs` (concurrent reloads are shared, so a flood of unknown kids costs one load
- * per interval).
+ * per interval). A failed load rejects with IdentityProviderUnavailableError (the verifier
+ * answers 503).
  */
 export function localJwks(load: () => Promise<JSONWebKeySet>, opts: { maxAgeMs?: number; minReloadMs?: number } = {}): JWTVerifyGetKey {
   const maxAgeMs = opts.maxAgeMs ?? 5 * 60_000;
@@ -285,7 +287,15 @@ export function localJwks(load: () => Promise<JSONWebKeySet>, opts: { maxAgeMs?:
     (inflight ??= (async () => {
       const wait = (current?.loadedAt ?? 0) + minReloadMs - Date.now();
       if (wait > 0) await delay(wait);
-      const loaded = { getKey: createLocalJWKSet(await load()), loadedAt: Date.now() };
+      let set: JSONWebKeySet;
+      try {
+        set = await load();
+      } catch {
+        // The keys could not be read (the database down): the token cannot be checked now,
+        // which is the service's fault, not the token's (503, not 401 "invalid token").
+        throw new IdentityProviderUnavailableError("The identity provider's keys could not be read");
+      }
+      const loaded = { getKey: createLocalJWKSet(set), loadedAt: Date.now() };
       current = loaded;
       return loaded;
     })().finally(() => {

@@ -3,7 +3,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { base64url, createLocalJWKSet, exportJWK, exportSPKI, generateKeyPair, importJWK, SignJWT } from 'jose';
-import { AuthError, createJwtVerifier } from '../../src/auth/jwt.ts';
+import { localJwks } from '../../src/auth/identity.ts';
+import { AuthError, createJwtVerifier, IdentityProviderUnavailableError } from '../../src/auth/jwt.ts';
 import type { JwtCheck } from '../../src/auth/jwt.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 
@@ -157,4 +158,30 @@ test('a failed discovery is retried on the next call', async () => {
   } finally {
     await new Promise<void>((r) => server.close(() => r()));
   }
+});
+
+test('a JWKS read in process that fails (the database down) is "unavailable", not an invalid token; it reads again later', async () => {
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' };
+  let down = true;
+  const v = createJwtVerifier({
+    issuer: 'https://issuer.test',
+    audience: 'api',
+    jwks: localJwks(
+      async () => {
+        if (down) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+        return { keys: [jwk] };
+      },
+      { minReloadMs: 0 },
+    ),
+  });
+  const token = await new SignJWT({ sub: 'u1' })
+    .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+    .setIssuer('https://issuer.test')
+    .setAudience('api')
+    .setExpirationTime('5m')
+    .sign(privateKey);
+  await assert.rejects(v.verify(token), (e: unknown) => e instanceof IdentityProviderUnavailableError);
+  down = false;
+  assert.equal((await v.verify(token)).sub, 'u1');
 });
