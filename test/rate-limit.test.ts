@@ -4,6 +4,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { TierRateLimiter, rateLimitHeaders, nextUtcMidnight } from '../src/rate-limit/limiter.ts';
 import { REDIS_KEY_PREFIX, REDIS_SKIP, REDIS_URL, redisAvailable } from './helpers/env.ts';
+import { freePort } from './helpers/faults.ts';
 
 describe('TierRateLimiter (memory)', () => {
   test('counts per subject and tier, refuses without consuming, reports the window', async () => {
@@ -80,12 +81,25 @@ describe('TierRateLimiter with Redis going away and coming back', () => {
     return new Promise((resolve) => setTimeout(() => resolve(p), 400));
   }
 
+  /** Resolves when `redis` is ready; rejects (failing the test, not hanging it) after 20 s. */
+  function ready(redis: Redis, what: string): Promise<void> {
+    if (redis.status === 'ready') return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`private redis-server not ready within 20 s (${what})`)), 20_000);
+      redis.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
   test('falls back to per-instance memory and recovers', { skip: has ? false : 'SKIPPED: redis-server not installed' }, async () => {
-    const port = 20000 + Math.floor(Math.random() * 20000);
+    // A port free now (a random one could be another test's, and redis-server would not start).
+    const port = await freePort();
     const server = await startRedis(port);
     const redis = new Redis({ port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
     redis.on('error', () => {});
-    await new Promise((r) => redis.once('ready', r));
+    await ready(redis, 'first start');
     const l = new TierRateLimiter(redis, 'rt');
     assert.equal((await l.consume('k', 'free')).remaining, 49);
     assert.equal(await redis.exists(`rt:free:d:k:${new Date().toISOString().slice(0, 10)}`), 1, 'counted in Redis');
@@ -94,7 +108,7 @@ describe('TierRateLimiter with Redis going away and coming back', () => {
     const during = await l.consume('k', 'free');
     assert.equal(during.allowed, true, 'still answers without Redis');
     await startRedis(port); // killed with the others after the suite
-    await new Promise((r) => (redis.status === 'ready' ? r(null) : redis.once('ready', r)));
+    await ready(redis, 'restart');
     const back = await l.consume('k2', 'free');
     assert.equal(back.allowed, true);
     assert.equal(await redis.exists(`rt:free:d:k2:${new Date().toISOString().slice(0, 10)}`), 1, 'counted in Redis again');
