@@ -60,13 +60,11 @@ export function screenedStdin(input: Readable, log: Logger, output: Writable = p
 
 /**
  * The JSON-RPC error for a line of stdin the SDK's stdio transport could not read (its
- * `onerror`): -32700 when the line is not JSON, -32600 when it is JSON but not one JSON-RPC
- * message (a batch, which stdio does not take, or a wrong envelope); null for any other error
- * (stdin itself failing).
+ * `onerror`): -32600 when it is JSON but not a message the SDK's schema accepts. Lines that
+ * are not JSON, batches and wrong envelopes never reach the transport (screenedStdin answers
+ * them); null for any other error (stdin itself failing).
  */
 export function unreadableLine(err: Error): { code: number; message: string } | null {
-  if (err instanceof SyntaxError)
-    return { code: -32700, message: 'Parse error: the line is not valid JSON; send one JSON-RPC message per line' };
   if (err.name === 'ZodError')
     return {
       code: -32600,

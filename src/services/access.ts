@@ -465,8 +465,7 @@ export class Access {
   async authorizeCounted(caller: Caller, policy: Policy): Promise<ServiceError | null> {
     const denied = this.authorize(caller, policy);
     if (denied?.code !== 'UNAUTHORIZED' || caller.kind !== 'anonymous' || !caller.subject.startsWith('ip:')) return denied;
-    const budget = await this.#authFailures.consume(caller.subject.slice(3));
-    return budget.allowed ? denied : this.#tooManyFailures(budget.retryAfterSec);
+    return (await this.#failed(denied, caller.subject.slice(3))).error;
   }
 
   /** The caller's current limits without counting anything (refused requests, unmetered ones). */
