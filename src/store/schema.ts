@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { v7 as uuidv7 } from 'uuid';
 import {
   bigint,
   bigserial,
@@ -25,6 +26,18 @@ export * from './market-schema.ts';
 // the SQL columns stay plain `text` / `jsonb` (no CHECK constraint, no migration).
 
 /** A `timestamptz` column (ISO string in TypeScript) that defaults to the time of the insert. */
+/**
+ * A time-ordered id (UUIDv7, RFC 9562: 48-bit Unix milliseconds, then a counter that rises
+ * within a millisecond in this process, then random bits) for rows listed newest first.
+ * Lists order by creation time, then id; the embedded PostgreSQL (PGlite) keeps `now()` only to
+ * the millisecond, so rows created in the same millisecond tie on time and a random id would
+ * order them at random. Ids given by the application at insert; `gen_random_uuid()` stays the
+ * column default for rows written outside it.
+ */
+function timeOrderedId(): string {
+  return uuidv7();
+}
+
 function timestampDefaultNow(name: string) {
   return timestamp(name, { withTimezone: true, mode: 'string' })
     .notNull()
@@ -107,7 +120,8 @@ export const apiKeys = pgTable(
   {
     id: uuid('id')
       .primaryKey()
-      .default(sql`gen_random_uuid()`),
+      .default(sql`gen_random_uuid()`)
+      .$defaultFn(timeOrderedId),
     userId: text('user_id')
       .notNull()
       .references(() => appUsers.id),
@@ -131,7 +145,8 @@ export const theses = pgTable(
   {
     id: uuid('id')
       .primaryKey()
-      .default(sql`gen_random_uuid()`),
+      .default(sql`gen_random_uuid()`)
+      .$defaultFn(timeOrderedId),
     userId: text('user_id')
       .notNull()
       .references(() => appUsers.id),

@@ -2,9 +2,10 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'drizzle-orm';
-import { openDatabase, type Database } from '../../src/store/db.ts';
+import { openDatabase, type Database, type Db } from '../../src/store/db.ts';
 import { HistoryRepo, type StoredChange } from '../../src/store/history-repo.ts';
 import { KeyRepo } from '../../src/store/key-repo.ts';
+import { ThesisRepo } from '../../src/store/thesis-repo.ts';
 import { UserRepo } from '../../src/store/user-repo.ts';
 import { apiKeys, appUsers, signalHistory } from '../../src/store/schema.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable } from '../helpers/env.ts';
@@ -144,6 +145,47 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
       assert.deepEqual(rows[0]!.payload, { a: 2 });
       const count = await ctx.db.db.select({ n: sql<number>`count(*)::int` }).from(signalHistory);
       assert.ok(count[0]!.n >= 3);
+    });
+
+    test('theses and keys created back to back list newest first in creation order, also within one millisecond', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      // The rows are created in one transaction, so they share now() and tie on creation time,
+      // as rows created in the same millisecond do on PGlite (its now() has millisecond
+      // resolution): only the id (UUIDv7, time-ordered) keeps them in order. Random ids did not.
+      await new UserRepo(ctx.db.db).ensureUser('order-user', 'order@example.com');
+      const n = 40;
+      await ctx.db.db.transaction(async (tx) => {
+        const theses = new ThesisRepo(tx as unknown as Db);
+        const keys = new KeyRepo(tx as unknown as Db, ctx!.db.kind);
+        for (let i = 0; i < n; i++) {
+          await theses.createThesis({
+            userId: 'order-user',
+            asset: 'ETH',
+            direction: 'long',
+            title: `t${i}`,
+            entryPrice: null,
+            targetPrice: null,
+            stopPrice: null,
+            horizonDays: null,
+            conditions: [],
+          });
+          await keys.createKey('order-user', `k${i}`, `svc_live_${i}`, createHash('sha256').update(`order-${i}`).digest('hex'), n);
+        }
+      });
+      const theses = new ThesisRepo(ctx.db.db);
+      const keys = new KeyRepo(ctx.db.db, ctx.db.kind);
+      const newestFirst = Array.from({ length: n }, (_, i) => n - 1 - i);
+      const listedTheses = await theses.listTheses('order-user', n);
+      assert.deepEqual(
+        listedTheses.map((r) => r.title),
+        newestFirst.map((i) => `t${i}`),
+      );
+      const listedKeys = await keys.listKeys('order-user');
+      assert.deepEqual(
+        listedKeys.map((r) => r.name),
+        newestFirst.map((i) => `k${i}`),
+      );
+      assert.equal(new Set(listedTheses.map((r) => r.createdAt)).size, 1, 'the rows tie on creation time');
     });
 
     test('key usage: batched flushes add up per key and per UTC day, late deltas do not reset the day', async (t) => {
