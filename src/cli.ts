@@ -63,7 +63,25 @@ async function serve(cfg: Config): Promise<void> {
   const t = performance.now();
   const address = await svc.app.listen({ port: cfg.PORT, host: cfg.HOST });
   logPhase(svc.log, 'listen', `listening at ${address}`, t, { address });
-  svc.app.log.info({ as_of: svc.market.asOf, database: svc.database.kind, address }, 'market-intelligence service ready');
+  // How this instance runs, in one line: what an operator checks first when something is off.
+  const rateLimits = !svc.redis
+    ? 'memory (this instance only: REDIS_URL unset)'
+    : svc.redis.status === 'ready'
+      ? 'redis (shared by every instance)'
+      : 'memory for now (Redis unavailable; shared again once it answers)';
+  const mode = cfg.LIVE ? 'live (ingest on its schedule)' : `offline (the bundled dataset as of ${svc.market.asOf})`;
+  const identity = svc.identity ? 'embedded' : `external (${cfg.AUTH_ISSUER})`;
+  svc.app.log.info(
+    {
+      as_of: svc.market.asOf,
+      mode: cfg.LIVE ? 'live' : 'offline',
+      database: svc.database.kind,
+      rate_limits: rateLimits,
+      identity,
+      address,
+    },
+    `market-intelligence service ready: ${mode}, database ${svc.database.kind}, rate limits in ${rateLimits}, identity provider ${identity}`,
+  );
 }
 
 /**
@@ -165,7 +183,7 @@ function postgresStartProblem(err: unknown): string | null {
  * Evaluates the signal on the dataset (no database): table, JSON or the Markdown of
  * docs/track-record.md. The window is clamped to the days the data holds (the report names the
  * window evaluated, and a one-line note on stderr says it was clamped). Bad options, and a
- * window with no data to evaluate, are RangeErrors (printed, exit 1).
+ * window with no data to evaluate, are RangeErrors (printed, exit 2: a usage error).
  */
 async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
   const [{ MarketService }, { DatasetProvider }, { backtestWindow, runBacktest }, fmt] = await Promise.all([
@@ -271,15 +289,24 @@ async function announceTierChange(cfg: Config, coordination: Coordination): Prom
     import('./rate-limit/limiter.ts'),
     import('./services/keys.ts'),
   ]);
+  const failed: { what: string; message: string }[] = [];
   try {
     await new KeyNotices(coordination, new TierRateLimiter(redis), (err, what) =>
-      process.stderr.write(
-        `warning: ${what} failed (${(err as Error).message}); running services may serve the old tier for up to ${(2 * KEY_CACHE_TTL_MS) / 60_000} min\n`,
-      ),
+      failed.push({ what, message: (err as Error).message }),
     ).tierChanged();
   } finally {
     redis?.disconnect();
   }
+  // Two channels: the NOTIFY reaches every subscribed instance (an unsubscribed one does not
+  // trust its cache); the Redis epoch is the second, for an instance whose subscription broke
+  // unnoticed. A failed epoch alone is a note, not the warning of a failed NOTIFY.
+  const notice = failed.find((f) => f.what.includes('PostgreSQL'));
+  for (const f of failed)
+    process.stderr.write(
+      notice
+        ? `warning: ${f.what} failed (${f.message}); running services may serve the old tier for up to ${(2 * KEY_CACHE_TTL_MS) / 60_000} min\n`
+        : `note: ${f.what} failed (${f.message}); running services were told through PostgreSQL NOTIFY (the epoch is the second channel, for an instance whose subscription broke unnoticed)\n`,
+    );
 }
 
 /** Why nobody was found with this email, and what identifies a user; `noDatabase` when PGLITE_DIR holds none. */
@@ -373,7 +400,16 @@ function program(): Command {
     .option('--model <version>', 'signals-v1 to signals-v4 (default the served model; walk-forward: v2, v3 or v4)')
     .addOption(new Option('--json', 'print the report as JSON').conflicts('markdown'))
     .option('--markdown', 'print docs/track-record.md')
-    .action((opts: BacktestFlags, cmd: Command) => backtest(config(flags(cmd)), opts));
+    .action(async (opts: BacktestFlags, cmd: Command) => {
+      try {
+        await backtest(config(flags(cmd)), opts);
+      } catch (err) {
+        // A bad option or a window without data: the one-line message, exit 2 as for other usage errors.
+        if (!(err instanceof RangeError)) throw err;
+        process.stderr.write(`${err.message}\n`);
+        process.exitCode = USAGE_ERROR;
+      }
+    });
 
   const users = prog.command('users').description('manage users').helpCommand('help [command]', 'show help for a command');
   users

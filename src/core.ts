@@ -246,10 +246,22 @@ export async function createCore(
     const limiter = new TierRateLimiter(redis);
     // Key cache: on PGlite this process sees every change; on PostgreSQL the others' revocations
     // and plan changes arrive as notices (and with Redis as markers checked per request).
+    let noticesLost = false;
     const notices =
       database.kind === 'postgres'
-        ? new KeyNotices(database.coordination, limiter, (err, what) =>
-            log.warn({ err: loggableError(err) }, `key-cache invalidation: ${what} failed`),
+        ? new KeyNotices(
+            database.coordination,
+            limiter,
+            (err, what) => log.warn({ err: loggableError(err) }, `key-cache invalidation: ${what} failed`),
+            (subscribed) => {
+              // The first subscription is the start-up's; after that, each loss and each return.
+              if (!subscribed)
+                log.warn(
+                  'key-cache notices lost (PostgreSQL LISTEN connection): the key cache is not used and every API key is looked up until they are back (retried in the background)',
+                );
+              else if (noticesLost) log.info('key-cache notices back (PostgreSQL LISTEN): the key cache is used again');
+              noticesLost ||= !subscribed;
+            },
           )
         : null;
     const keys = new KeyService(repos.keys, repos.users, usage, {
@@ -257,11 +269,10 @@ export async function createCore(
       trusted: notices === null,
       invalidation: notices ?? undefined,
     });
-    await notices
-      ?.subscribe(keys)
-      .catch((err: unknown) =>
-        log.warn({ err: loggableError(err) }, 'key-cache notices unavailable: every API key is looked up until they are back'),
-      );
+    await notices?.subscribe(keys).catch((err: unknown) => {
+      noticesLost = true;
+      log.warn({ err: loggableError(err) }, 'key-cache notices unavailable: every API key is looked up until they are back');
+    });
     const theses = new ThesisService(repos.theses, repos.users, market);
     const access = new Access({
       keys,

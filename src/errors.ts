@@ -179,3 +179,40 @@ export function memoRetrying<T>(
     return attempt;
   };
 }
+
+/**
+ * The log of a dependency's outage (the database, Redis, the identity provider's keys) without
+ * a line per failed request: while it lasts every request answers 503, and one error line each
+ * buried the log. The first failure is logged at once; after it, at most one line per
+ * `everyMs` (default 10 s), which counts the failures since the last line in `more` (so the
+ * rate shows) and carries the latest error. One instance per service, shared by REST, MCP and
+ * the dashboard.
+ */
+export class OutageLog {
+  #last = -Infinity;
+  #more = 0;
+
+  /** @param now the clock, ms (tests). */
+  constructor(
+    private readonly everyMs = 10_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Logs `err` (already made loggable: `loggableError`) at error level with `msg`, or counts it
+   * when a line was written less than `everyMs` ago.
+   * @param log the request's logger (its line carries the request id), or the process logger.
+   */
+  error(log: { error(obj: object, msg: string): void }, err: unknown, msg: string, extra: Record<string, unknown> = {}): void {
+    const t = this.now();
+    if (t - this.#last < this.everyMs) {
+      this.#more++;
+      return;
+    }
+    const more = this.#more;
+    const since = Math.round((t - this.#last) / 1000);
+    this.#last = t;
+    this.#more = 0;
+    log.error({ err, ...extra, ...(more ? { more } : {}) }, more ? `${msg} (${more} more since the previous line, ${since} s ago)` : msg);
+  }
+}

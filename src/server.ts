@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { JwtCheck } from './auth/jwt-check.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
-import { memoRetrying } from './errors.ts';
+import { memoRetrying, OutageLog } from './errors.ts';
 import { type Core, createCore, logPhase, prepareCore } from './core.ts';
 import { buildHttpApp } from './http/app.ts';
 import { hostName, mcpRoutes } from './mcp/http.ts';
@@ -100,6 +100,8 @@ export async function createService(
       });
       core.access.useJwtVerifier(lazyJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }));
     }
+    // One log of dependency outages for REST, MCP and the dashboard: a line per 10 s, not per request.
+    const outageLog = new OutageLog();
     const http = await buildHttpApp(
       {
         config,
@@ -112,6 +114,7 @@ export async function createService(
           data: core.market.signalSeries.size > 0,
         }),
         redisUp: () => (core.redis ? core.redis.status === 'ready' : null),
+        outageLog,
       },
       identity,
     );
@@ -122,6 +125,7 @@ export async function createService(
         access: core.access,
         limiter: core.limiter,
         allowedHosts: mcpAllowedHosts(config, publicUrl),
+        outageLog,
       });
     });
     await webRoutes(http, {
@@ -130,6 +134,7 @@ export async function createService(
       asOf: () => core.market.asOf,
       signIn: identity ? { kind: 'embedded' } : { kind: 'external', issuer: config.AUTH_ISSUER ?? '' },
       mcpUrl: `${publicUrl}/mcp`,
+      outageLog,
     });
     logPhase(core.log, 'http', 'HTTP app built (REST, OpenAPI, /docs, /mcp, dashboard)', t);
     // Once listening, the identity provider is created in the background (logged as phase
@@ -149,7 +154,7 @@ export async function createService(
       try {
         closeAdmin = await startAdminChannel(socket, async (email, tier) => {
           const users = await core.keys.setTier(email, tier);
-          core.log.info({ tier, users }, 'admin channel: tier set');
+          core.log.info({ email, tier, users }, `admin channel: tier of ${email} set to ${tier} (${users} user(s))`);
           return users;
         });
         core.log.info({ socket }, 'admin channel listening (users set-tier while the service runs)');

@@ -14,6 +14,7 @@ import { UserRepo } from '../src/store/user-repo.ts';
 import { Redis } from 'ioredis';
 import { PG_BASE_URL, PG_SKIP, postgresAvailable, REDIS_KEY_PREFIX, REDIS_URL } from './helpers/env.ts';
 import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
+import { freePort } from './helpers/faults.ts';
 import { type NodeRun, runNode, scriptNodeOptions } from './helpers/node-options.ts';
 
 /**
@@ -183,7 +184,7 @@ test('users set-tier sets the plan of a registered user who has no key yet; an u
  * While `h` runs: set-tier for a user with a key (whose look-up the service has cached) takes
  * effect on the next request, and for a registered user without a key creates their row.
  */
-async function setTierWhileRunning(h: Harness, env: Record<string, string>, expectVia: RegExp): Promise<void> {
+async function setTierWhileRunning(h: Harness, env: Record<string, string>, expectVia: RegExp): Promise<{ stderr: string }> {
   const k = await h.keyFor('free');
   const before = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
   assert.equal(before.status, 403, before.raw);
@@ -203,6 +204,7 @@ async function setTierWhileRunning(h: Harness, env: Record<string, string>, expe
   const r2 = await cli(['users', 'set-tier', `${k.userId}-nokey@example.com`, 'api'], env, { timeoutMs: 60_000 });
   assert.equal(r2.code, 0, r2.stderr);
   assert.equal(await h.svc.repos.users.userTier(`${k.userId}-nokey`), 'api');
+  return r;
 }
 
 test('users set-tier works while the service runs on PGlite: through its 0600 admin socket, evicting its key cache', async () => {
@@ -250,6 +252,25 @@ test('users set-tier works while the service runs on PostgreSQL: the CLI connect
   }
 });
 
+test('users set-tier on PostgreSQL with its Redis down: the tier still reaches the running service (NOTIFY), and the CLI says so in a note, not a warning', async (t) => {
+  const why = await harnessUnavailable({ database: 'postgres' });
+  if (why) {
+    console.log(why);
+    t.skip(why);
+    return;
+  }
+  const h = await startHarness({ database: 'postgres' });
+  try {
+    // A port nothing listens on: the tier epoch cannot be written.
+    const down = `redis://127.0.0.1:${await freePort()}`;
+    const r = await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL!, REDIS_URL: down }, /tier set to pro\n/);
+    assert.match(r.stderr, /^note: tier epoch \(Redis\) failed \(.+\); running services were told through PostgreSQL NOTIFY/);
+    assert.doesNotMatch(r.stderr, /warning/);
+  } finally {
+    await h.stop();
+  }
+});
+
 test('users set-tier on PostgreSQL + Redis moves the tier epoch under the deployment REDIS_KEY_PREFIX', async (t) => {
   const why = await harnessUnavailable({ database: 'postgres', redis: true });
   if (why) {
@@ -291,9 +312,12 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
     assert.ok(p.ms! >= 0);
     assert.match(p.msg, /^start-up: /);
   }
-  assert.ok(
-    lines.some((l) => /service ready/.test(l.msg)),
-    'ready line',
+  // The ready line says how the instance runs.
+  const ready = lines.find((l) => /service ready/.test(l.msg));
+  assert.ok(ready, 'ready line');
+  assert.match(
+    ready.msg,
+    /^market-intelligence service ready: offline \(the bundled dataset as of 2025-09-30\), database pglite, rate limits in memory \(this instance only: REDIS_URL unset\), identity provider embedded$/,
   );
   assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
 });
@@ -345,11 +369,11 @@ test('backtest: the table by default; bad options are one-line errors', async ()
   assert.match(table.stdout, /\nBTC +/);
   assert.match(table.stdout, /\npooled +/);
   assert.match(table.stdout, /levels \(share of asset-days\): strong_buy/);
-  assert.equal(badDay.code, 1);
+  assert.equal(badDay.code, 2);
   assert.equal(badDay.stderr, "--from must be a calendar day YYYY-MM-DD, got '2025-02-30'\n");
-  assert.equal(badCost.code, 1);
+  assert.equal(badCost.code, 2);
   assert.match(badCost.stderr, /^--cost-bps must be a number, got 'ten'\n$/);
-  assert.equal(badModel.code, 1);
+  assert.equal(badModel.code, 2);
   assert.match(badModel.stderr, /^unknown model 'signals-v7': use signals-v1, signals-v2, signals-v3, signals-v4\n$/);
 });
 
@@ -374,22 +398,22 @@ test('backtest: a window past the data is clamped to it and says so; a window wi
   );
   assert.ok(report.pooled.days > 0);
   assert.equal(json.stderr, 'note: the data covers 2018-03-17 to 2025-09-30; evaluated 2018-03-17 → 2025-09-30\n');
-  // No data in the window: a one-line error and exit 1, as for the other bad options; no report.
-  assert.equal(none.code, 1);
+  // No data in the window: a one-line error and exit 2 (a usage error), as for the other bad options; no report.
+  assert.equal(none.code, 2);
   assert.equal(none.stdout, '');
   assert.equal(
     none.stderr,
     'no data in 1990-01-01 → 1990-02-01: the data covers 2018-03-17 to 2025-09-30; choose --from and --to within it\n',
   );
   // The last day has no next day's close: nothing in the window can be scored.
-  assert.equal(unscored.code, 1);
+  assert.equal(unscored.code, 2);
   assert.equal(unscored.stdout, '');
   assert.match(
     unscored.stderr,
     /^nothing to evaluate in 2025-09-30 → 2025-09-30: no day in it has a next day's close to score it \(the data covers 2018-03-17 to 2025-09-30\)/,
   );
   // --from after the data without --to: the message names the default --to (the as-of day), not a --to never given.
-  assert.equal(future.code, 1);
+  assert.equal(future.code, 2);
   assert.equal(
     future.stderr,
     '--from (2030-01-01) is after the as-of day 2025-09-30, the default --to: the data covers 2018-03-17 to 2025-09-30; choose --from within it\n',

@@ -16,7 +16,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
-import { loggableError, ServiceError, unexpectedError } from '../errors.ts';
+import { loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
 import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -42,6 +42,8 @@ export interface HttpDeps {
   ready(): Promise<{ database: boolean; data: boolean }>;
   /** Whether Redis answers, or null when it is not configured (metrics). */
   redisUp?(): boolean | null;
+  /** The log of dependency outages, shared with MCP and the dashboard (one line per 10 s, not per request). */
+  outageLog?: OutageLog;
 }
 
 /** Response headers a browser script may read on /api/v1 (CORS). */
@@ -150,6 +152,7 @@ const LOCATION: Record<string, string> = {
 export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | null): Promise<FastifyInstance> {
   // Read at each response: the live ingest moves the as-of day while the service runs.
   const asOf = () => deps.services.market.asOf;
+  const outageLog = deps.outageLog ?? new OutageLog();
   const metrics =
     deps.config.METRICS === 'on'
       ? new HttpMetrics(
@@ -300,7 +303,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       return sendError(req, reply, 400, 'INVALID_PARAMETER', body ?? err.message, body ? { location: 'body' } : undefined, asOf);
     }
     const e = unexpectedError(err);
-    req.log.error({ err: loggableError(err) }, e.code === 'SERVICE_UNAVAILABLE' ? 'dependency unavailable' : 'unhandled error');
+    if (e.code === 'SERVICE_UNAVAILABLE') outageLog.error(req.log, loggableError(err), 'dependency unavailable');
+    else req.log.error({ err: loggableError(err) }, 'unhandled error');
     return sendServiceError(req, reply, e, asOf);
   });
 
@@ -385,7 +389,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     });
   });
 
-  const guard = createGuard(deps.access, asOf, metrics ? (d) => metrics.decision(d) : undefined);
+  const guard = createGuard(deps.access, asOf, metrics ? (d) => metrics.decision(d) : undefined, undefined, outageLog);
   const origins = deps.config.CORS_ORIGINS.trim();
   await app.register(
     async (v1) => {

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { loggableError, ServiceError } from '../errors.ts';
+import { loggableError, OutageLog, ServiceError } from '../errors.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
 import {
   type Access,
@@ -42,6 +42,8 @@ export function createGuard(
   onDecision?: (d: LimitDecision) => void,
   /** Maps the route's policy to the one enforced (the dashboard's reading: services/access.ts `dashboardPolicy`). */
   mapPolicy: (p: Policy) => Policy = (p) => p,
+  /** Where a 503's cause is logged: once per 10 s during an outage, not per request (errors.ts). */
+  outageLog: OutageLog = new OutageLog(),
 ) {
   function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
     reply.headers(refusalHeaders(err, limits));
@@ -69,7 +71,7 @@ export function createGuard(
     done: (err?: Error) => void,
   ): void {
     if (!auth.ok) {
-      if (auth.error.status >= 500) req.log.error({ err: loggableError(auth.cause ?? auth.error) }, 'dependency unavailable');
+      if (auth.error.status >= 500) outageLog.error(req.log, loggableError(auth.cause ?? auth.error), 'dependency unavailable');
       refuse(req, reply, auth.error, auth.limits);
       return;
     }

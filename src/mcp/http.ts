@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import fastifyCompress from '@fastify/compress';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { loggableError, memoRetrying, ServiceError } from '../errors.ts';
+import { isDependencyDown, loggableError, memoRetrying, OutageLog, ServiceError } from '../errors.ts';
 import { invalidEnvelope, messageId } from './envelope.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { PUBLIC_UNMETERED, QUERY_CREDENTIAL_MESSAGE, queryCredential, refusalHeaders, type Access } from '../services/access.ts';
@@ -47,6 +47,8 @@ export interface McpHttpDeps {
   limiter: TierRateLimiter;
   /** Host names accepted in `Host` and `Origin` (any port), besides the loopback ones. */
   allowedHosts: readonly string[];
+  /** The log of dependency outages, shared with REST (one line per 10 s, not per request). */
+  outageLog?: OutageLog;
 }
 
 /** The host name of a `Host` header value or an origin URL, lower-case, without port. */
@@ -147,6 +149,7 @@ export const NO_OAUTH_MESSAGE =
  * rate-limit headers describe the caller's quota.
  */
 export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promise<void> {
+  const outageLog = deps.outageLog ?? new OutageLog();
   // Body errors, which Fastify raises before the transport sees the request, get a JSON-RPC
   // error like the transport's own (parse error -32700), not the REST envelope; any other
   // error goes on to the app's handler.
@@ -248,7 +251,10 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       onLimits: (limits) => {
         decision = limits;
       },
-      logError: (err, tool) => req.log.error({ err, tool }, 'MCP tool failed'),
+      logError: (err, tool) =>
+        isDependencyDown(err)
+          ? outageLog.error(req.log, err, 'MCP tool failed: dependency unavailable', { tool })
+          : req.log.error({ err, tool }, 'MCP tool failed'),
     });
     return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.access.peek(caller))));
   });

@@ -282,6 +282,8 @@ export class KeyNotices implements KeyInvalidation {
     private readonly coordination: Coordination,
     private readonly limiter: TierRateLimiter,
     private readonly onError: (err: unknown, what: string) => void = () => {},
+    /** Called when the subscription is lost (false) and when it stands again (true); for logs. */
+    private readonly onSubscription: (subscribed: boolean) => void = () => {},
   ) {}
 
   /**
@@ -311,8 +313,10 @@ export class KeyNotices implements KeyInvalidation {
             .catch((e: unknown) => this.onError(e, 'key-cache acknowledgement (PostgreSQL)'));
       },
       (subscribed) => {
+        const changed = subscribed !== this.#subscribed;
         this.#subscribed = subscribed;
         keys.setTrusted(subscribed);
+        if (changed) this.onSubscription(subscribed);
       },
     );
   }

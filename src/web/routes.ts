@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PASSWORD_RULES } from '../auth/password-policy.ts';
 import { TIER_LIMITS } from '../auth/tiers.ts';
 import { ROOT_DIR } from '../config.ts';
+import type { OutageLog } from '../errors.ts';
 import { REGIME_ORDER, THESIS_METRICS } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS } from '../engine/types.ts';
 import type { AsOf } from '../http/envelope.ts';
@@ -43,6 +44,8 @@ export interface WebDeps {
   signIn: { kind: 'embedded' } | { kind: 'external'; issuer: string };
   /** The MCP endpoint's URL as clients should use it (the configuration snippet). */
   mcpUrl: string;
+  /** The log of dependency outages, shared with REST and MCP (one line per 10 s, not per request). */
+  outageLog?: OutageLog;
 }
 
 /**
@@ -111,7 +114,7 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
     });
     await web.register(
       async (data) => {
-        data.addHook('onRequest', createGuard(deps.access, deps.asOf, undefined, dashboardPolicy));
+        data.addHook('onRequest', createGuard(deps.access, deps.asOf, undefined, dashboardPolicy, deps.outageLog));
         await v1Routes(data, { services: deps.services, asOf: deps.asOf, only: DASHBOARD_OPERATIONS, hide: true });
       },
       { prefix: '/app/data' },

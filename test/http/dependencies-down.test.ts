@@ -46,6 +46,8 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
       // The log says what happened without the query parameters (key digests, user ids).
       const log = lines.join('');
       assert.match(log, /dependency unavailable/);
+      // Two 503s a moment apart: one error line for the outage, not one per request (errors.ts, OutageLog).
+      assert.equal(lines.filter((l) => l.includes('dependency unavailable')).length, 1, log);
       assert.doesNotMatch(log, /params:/);
     } finally {
       await svc.stop().catch(() => {});

@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { createService, type Service } from '../../src/server.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, REDIS_SKIP, REDIS_URL, redisAvailable, testConfig } from '../helpers/env.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
@@ -37,6 +38,7 @@ for (const withRedis of [true, false]) {
     let urlB = '';
     let drop: (() => Promise<void>) | undefined;
     let dbUrl = '';
+    const bLogs: string[] = [];
 
     before(async () => {
       if (!(await postgresAvailable())) {
@@ -60,7 +62,14 @@ for (const withRedis of [true, false]) {
         ...(withRedis ? { REDIS_URL } : {}),
       });
       // Both start at once, as a deployment would: migrations and backfill must not collide.
-      [a, b] = await Promise.all([createService(cfg), createService(cfg)]);
+      // B's log at info level: an operator must see the notice connection's loss and return.
+      const bLog = new Writable({
+        write(chunk: Buffer, _enc, done) {
+          bLogs.push(chunk.toString());
+          done();
+        },
+      });
+      [a, b] = await Promise.all([createService(cfg), createService({ ...cfg, LOG_LEVEL: 'info' }, { logStream: bLog })]);
       await a.app.listen({ port: 0, host: '127.0.0.1' });
       await b.app.listen({ port: 0, host: '127.0.0.1' });
       urlA = `http://127.0.0.1:${(a.app.server.address() as AddressInfo).port}`;
@@ -169,12 +178,15 @@ for (const withRedis of [true, false]) {
         await pg.end();
       }
       await until(() => b.keys.cached(k.key) === undefined, 'B drops its cache when the connection is lost');
+      await until(() => bLogs.some((l) => l.includes('key-cache notices lost')), 'B logs the loss');
       // While unsubscribed B looks keys up (not cached); once back it caches again. (Any
       // status: the free key's 10 per minute may run out while polling; it is verified all the same.)
       await until(
         async () => (await get(urlB, k.key)).status > 0 && b.keys.cached(k.key) !== undefined,
         'B caches again once re-subscribed',
       );
+      await until(() => bLogs.some((l) => l.includes('key-cache notices back')), 'B logs the return');
+      assert.equal(bLogs.filter((l) => l.includes('key-cache notices lost')).length, 1, 'one line per loss, not one per retry');
       const rv = await fetch(`${urlA}/api/v1/keys/revoke`, {
         method: 'POST',
         headers: { authorization: `Bearer ${jwt}`, 'content-type': 'application/json' },
