@@ -195,7 +195,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   app.post('/mcp', { schema: { hide: true } }, async (req, reply) => {
     const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
     if (!auth.ok) {
-      if (auth.cause) req.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
+      if (auth.cause) outageLog.error(req.log, loggableError(auth.cause), 'dependency unavailable');
       return refuse(reply, auth.error, auth.limits);
     }
     const caller = auth.caller;
