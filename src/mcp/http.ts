@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import fastifyCompress from '@fastify/compress';
+import fastifyCors from '@fastify/cors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { isDependencyDown, loggableError, memoRetrying, OutageLog, ServiceError } from '../errors.ts';
@@ -37,6 +38,16 @@ export const MCP_CONTROL_REQUESTS_PER_MINUTE = 120;
 
 /** Most JSON-RPC messages one POST /mcp may carry (a batch); each counts on its own. */
 export const MCP_MAX_BATCH = 50;
+
+/**
+ * Request headers a browser MCP client may send to /mcp (CORS): the MCP Streamable HTTP
+ * transport's (2025-06-18: `Mcp-Protocol-Version`, `Mcp-Session-Id`, `Last-Event-ID`) and the API key's.
+ */
+const MCP_CORS_ALLOWED_HEADERS = 'Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID';
+
+/** Response headers a browser MCP client may read on /mcp (CORS): the transport's, the rate limits, the request id. */
+const MCP_CORS_EXPOSED_HEADERS =
+  'Mcp-Session-Id, Mcp-Protocol-Version, X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, X-Service-Tier, RateLimit, RateLimit-Policy, Retry-After';
 
 /** What the /mcp endpoint needs. */
 export interface McpHttpDeps {
@@ -192,73 +203,6 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   });
   const control = deps.limiter.budget('mcp-control', MCP_CONTROL_REQUESTS_PER_MINUTE, 60);
 
-  app.post('/mcp', { schema: { hide: true } }, async (req, reply) => {
-    const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
-    if (!auth.ok) {
-      if (auth.cause) outageLog.error(req.log, loggableError(auth.cause), 'dependency unavailable');
-      return refuse(reply, auth.error, auth.limits);
-    }
-    const caller = auth.caller;
-    const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
-    // JSON-RPC 2.0, "Batch": an empty array is an invalid request, answered with one error.
-    if (messages.length === 0)
-      return rpcError(
-        reply,
-        400,
-        -32600,
-        'Invalid Request: the batch is empty; send a JSON-RPC message (an object) or a non-empty array of them',
-      );
-    if (messages.length > MCP_MAX_BATCH)
-      return rpcError(
-        reply,
-        400,
-        -32600,
-        `A batch may hold at most ${MCP_MAX_BATCH} messages (this one holds ${messages.length}): send them in smaller batches`,
-      );
-    for (const m of messages) {
-      const why = invalidEnvelope(m);
-      if (why)
-        return rpcError(
-          reply,
-          400,
-          -32600,
-          `Invalid Request: ${why}; send {"jsonrpc": "2.0", "id": <number or string>, "method": <string>, "params": {...}}`,
-          messages.length === 1 ? messageId(m) : null,
-        );
-    }
-    // Each message other than tools/call counts once against the cap, batched or not
-    // (tools/call is counted per call against the API quota, in the tool).
-    const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;
-    if (controlMessages > 0) {
-      const b = await control.consume(caller.subject, controlMessages);
-      if (!b.allowed) {
-        reply.header('Retry-After', String(b.retryAfterSec));
-        reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
-        return rpcError(
-          reply,
-          429,
-          -32000,
-          `Too many MCP messages other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute, each message of a batch counted; retry in ${b.retryAfterSec} s`,
-        );
-      }
-    }
-    let decision: LimitDecision | undefined;
-    const { createMcpServer } = await loadMcpModules();
-    const server = createMcpServer({
-      services: deps.services,
-      access: deps.access,
-      caller,
-      onLimits: (limits) => {
-        decision = limits;
-      },
-      logError: (err, tool) =>
-        isDependencyDown(err)
-          ? outageLog.error(req.log, err, 'MCP tool failed: dependency unavailable', { tool })
-          : req.log.error({ err, tool }, 'MCP tool failed'),
-    });
-    return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.access.peek(caller))));
-  });
-
   // RFC 9728 protected-resource metadata, at the root and for the /mcp path: none (404 saying so).
   const noOAuth = async () => {
     throw new ServiceError('NOT_FOUND', NO_OAUTH_MESSAGE);
@@ -271,6 +215,91 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     reply.header('Allow', 'POST');
     return rpcError(reply, 405, -32000, 'Method not allowed: this MCP server is stateless; use POST');
   };
-  app.get('/mcp', { schema: { hide: true } }, notAllowed);
-  app.delete('/mcp', { schema: { hide: true } }, notAllowed);
+  // The /mcp routes in their own scope, for CORS: browser-based MCP clients (the MCP Inspector
+  // connecting directly, a web app) read answers only with it. Origins are those the Origin
+  // check above lets through (loopback and MCP_ALLOWED_HOSTS; others get 403 before this);
+  // no credentials mode: keys travel in Authorization. The scope's prefix keeps the plugin's
+  // catch-all preflight route to /mcp/*, and the OPTIONS route below gives /mcp itself one.
+  await app.register(
+    async (mcp) => {
+      await mcp.register(fastifyCors, {
+        origin: true,
+        methods: ['POST', 'GET', 'DELETE'],
+        allowedHeaders: MCP_CORS_ALLOWED_HEADERS,
+        exposedHeaders: MCP_CORS_EXPOSED_HEADERS,
+        credentials: false,
+        maxAge: 600,
+      });
+      mcp.options('/', { schema: { hide: true } }, async (_req, reply) => reply.code(204).send());
+      mcp.post('/', { schema: { hide: true } }, async (req, reply) => {
+        const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
+        if (!auth.ok) {
+          if (auth.cause) outageLog.error(req.log, loggableError(auth.cause), 'dependency unavailable');
+          return refuse(reply, auth.error, auth.limits);
+        }
+        const caller = auth.caller;
+        const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
+        // JSON-RPC 2.0, "Batch": an empty array is an invalid request, answered with one error.
+        if (messages.length === 0)
+          return rpcError(
+            reply,
+            400,
+            -32600,
+            'Invalid Request: the batch is empty; send a JSON-RPC message (an object) or a non-empty array of them',
+          );
+        if (messages.length > MCP_MAX_BATCH)
+          return rpcError(
+            reply,
+            400,
+            -32600,
+            `A batch may hold at most ${MCP_MAX_BATCH} messages (this one holds ${messages.length}): send them in smaller batches`,
+          );
+        for (const m of messages) {
+          const why = invalidEnvelope(m);
+          if (why)
+            return rpcError(
+              reply,
+              400,
+              -32600,
+              `Invalid Request: ${why}; send {"jsonrpc": "2.0", "id": <number or string>, "method": <string>, "params": {...}}`,
+              messages.length === 1 ? messageId(m) : null,
+            );
+        }
+        // Each message other than tools/call counts once against the cap, batched or not
+        // (tools/call is counted per call against the API quota, in the tool).
+        const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;
+        if (controlMessages > 0) {
+          const b = await control.consume(caller.subject, controlMessages);
+          if (!b.allowed) {
+            reply.header('Retry-After', String(b.retryAfterSec));
+            reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
+            return rpcError(
+              reply,
+              429,
+              -32000,
+              `Too many MCP messages other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute, each message of a batch counted; retry in ${b.retryAfterSec} s`,
+            );
+          }
+        }
+        let decision: LimitDecision | undefined;
+        const { createMcpServer } = await loadMcpModules();
+        const server = createMcpServer({
+          services: deps.services,
+          access: deps.access,
+          caller,
+          onLimits: (limits) => {
+            decision = limits;
+          },
+          logError: (err, tool) =>
+            isDependencyDown(err)
+              ? outageLog.error(req.log, err, 'MCP tool failed: dependency unavailable', { tool })
+              : req.log.error({ err, tool }, 'MCP tool failed'),
+        });
+        return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.access.peek(caller))));
+      });
+      mcp.get('/', { schema: { hide: true } }, notAllowed);
+      mcp.delete('/', { schema: { hide: true } }, notAllowed);
+    },
+    { prefix: '/mcp' },
+  );
 }
