@@ -12,10 +12,11 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { z } from 'zod';
-import { ServiceError } from '../errors.ts';
+import { ServiceError, unexpectedError } from '../errors.ts';
 import type { StatusData } from '../services/schemas/market.ts';
 import type { Served } from '../services/served.ts';
-import { failure, listEntry, runTool, type ToolContext, type ToolDefinition } from './tool.ts';
+import { PUBLIC } from '../services/access.ts';
+import { admitCall, failure, listEntry, runTool, type ToolContext, type ToolDefinition } from './tool.ts';
 import { TOOLS } from './tools/index.ts';
 
 /** Server name and version announced at `initialize`. */
@@ -143,11 +144,16 @@ export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server
   server.setRequestHandler(LIST_TOOLS_REQUEST, async () => toolList((ctx instanceof Promise ? await ctx : ctx).services.market.status()));
   server.setRequestHandler(CALL_TOOL_REQUEST, async (request): Promise<CallToolResult> => {
     const tool = BY_NAME.get(request.params.name);
-    if (!tool)
+    const c = ctx instanceof Promise ? await ctx : ctx;
+    if (!tool) {
+      // Counted as REST counts a request to an unknown /api/v1 route (the public policy).
+      const admitted = await admitCall(c, PUBLIC).catch((e: unknown) => ({ refused: unexpectedError(e) }));
+      if ('refused' in admitted) return failure(admitted.refused);
       return failure(
         new ServiceError('NOT_FOUND', `Tool ${request.params.name} not found; the tools are ${[...BY_NAME.keys()].join(', ')}`),
       );
-    return runTool(ctx instanceof Promise ? await ctx : ctx, tool, request.params.arguments);
+    }
+    return runTool(c, tool, request.params.arguments);
   });
   return server;
 }

@@ -1,4 +1,5 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createInterface } from 'node:readline';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Logger } from 'pino';
@@ -9,6 +10,12 @@ import type { Services } from '../services/operation.ts';
 import { invalidEnvelope, messageId } from './envelope.ts';
 import { createMcpServer } from './server.ts';
 import type { ToolContext } from './tool.ts';
+
+/**
+ * How long the stdio server keeps answering after stdin ends, at most, ms: the requests read
+ * before it may wait for the core (a first start takes a few seconds on a slow machine).
+ */
+export const STDIN_END_DRAIN_MS = 60_000;
 
 /** Environment variable that carries the API key for the stdio server. */
 export const STDIO_KEY_ENV = 'MARKET_INTEL_API_KEY';
@@ -133,10 +140,39 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     process.exit(0);
   };
   transport.onclose = () => void close();
-  process.stdin.on('end', () => void close());
+  // When stdin ends (a script piping its requests in), the requests still waiting (for the core,
+  // which takes a second or more to start) are answered first: closing at once dropped them.
+  process.stdin.on('end', () => void answered(STDIN_END_DRAIN_MS).then(close));
   process.on('SIGINT', () => void close());
   process.on('SIGTERM', () => void close());
   await server.connect(transport);
+  // Requests read and not answered yet, by id (the transport's onmessage and send, as the SDK's
+  // Protocol set them on connect).
+  const pending = new Set<string | number>();
+  let drained: () => void = () => {};
+  const onmessage = transport.onmessage;
+  transport.onmessage = (message: JSONRPCMessage) => {
+    const m = message as { id?: string | number; method?: unknown };
+    if (m.id !== undefined && typeof m.method === 'string') pending.add(m.id);
+    onmessage?.(message);
+  };
+  const send = transport.send.bind(transport);
+  transport.send = async (message: JSONRPCMessage) => {
+    await send(message);
+    const m = message as { id?: string | number | null; method?: unknown };
+    if (m.id !== undefined && m.id !== null && m.method === undefined && pending.delete(m.id) && pending.size === 0) drained();
+  };
+  /** Resolves once every request read so far is answered, or after `ms`. */
+  const answered = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (pending.size === 0) return resolve();
+      const timer = setTimeout(resolve, ms);
+      timer.unref();
+      drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   // A line the transport cannot read as one JSON-RPC message is dropped by the SDK, so the
   // client would wait for an answer forever: answer it (id null: it could not be read).
   const sdkOnError = transport.onerror;

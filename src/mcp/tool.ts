@@ -2,7 +2,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { type ErrorCode, ServiceError, loggableError, unexpectedError } from '../errors.ts';
 import type { LimitDecision } from '../rate-limit/limiter.ts';
-import type { Access, Caller } from '../services/access.ts';
+import type { Access, Caller, Policy } from '../services/access.ts';
 import { daysFrom } from '../services/freshness.ts';
 import type { Operation, Services } from '../services/operation.ts';
 import { closedObject } from '../services/schemas/common.ts';
@@ -135,24 +135,37 @@ export function dataAge(services: Services, now: Date = new Date()): string {
 }
 
 /**
- * Runs one tools/call: validates the arguments, re-checks the caller where asked, authorizes
- * and meters it with the operation's policy (services/access.ts, as REST does), runs the
- * operation and returns its data as structuredContent plus two text blocks, the summary and
- * the JSON of structuredContent. Failures are
- * `isError` results with the REST error code; refused calls consume no quota.
+ * Authorizes and meters one tools/call with `policy` (services/access.ts), in REST's order:
+ * re-checks the caller where asked, then a refusal (401, 403, 429) consumes no quota; any
+ * other outcome, bad arguments included, counts as one request, as a REST request that the
+ * guard let through and the route then refused with a 400 does.
+ * @returns the caller, or the refusal.
+ */
+export async function admitCall(ctx: ToolContext, policy: Policy): Promise<{ caller: Caller } | { refused: ServiceError }> {
+  const caller = ctx.reauthenticate ? await ctx.reauthenticate() : ctx.caller;
+  const denied = await ctx.access.authorizeCounted(caller, policy);
+  if (denied) return { refused: denied };
+  const metered = await ctx.access.meter(caller, policy);
+  ctx.onLimits?.(metered.limits);
+  return metered.error ? { refused: metered.error } : { caller };
+}
+
+/**
+ * Runs one tools/call: admits it with the operation's policy (admitCall, as REST's guard
+ * does), validates the arguments, runs the operation and returns its data as
+ * structuredContent plus two text blocks, the summary and the JSON of structuredContent.
+ * Failures are `isError` results with the REST error code. Arguments that do not validate
+ * are admitted with the policy of the tool's argument-free route (every route of a tool has
+ * the same policy: test/architecture/access-policy.test.ts).
  */
 export async function runTool(ctx: ToolContext, tool: ToolDefinition, rawArgs: unknown): Promise<CallToolResult> {
   const args = tool.input.safeParse(withoutPlaceholder(tool, rawArgs ?? {}));
-  if (!args.success) return failure(invalidArguments(args.error));
   try {
-    const caller = ctx.reauthenticate ? await ctx.reauthenticate() : ctx.caller;
-    const { op, input } = tool.route(args.data);
-    const denied = await ctx.access.authorizeCounted(caller, op.policy);
-    if (denied) return failure(denied);
-    const metered = await ctx.access.meter(caller, op.policy);
-    ctx.onLimits?.(metered.limits);
-    if (metered.error) return failure(metered.error);
-    const out = await op.run(ctx.services, caller, input as never);
+    const { op, input } = args.success ? tool.route(args.data) : { op: tool.route({} as never).op, input: undefined };
+    const admitted = await admitCall(ctx, op.policy);
+    if ('refused' in admitted) return failure(admitted.refused);
+    if (!args.success) return failure(invalidArguments(args.error));
+    const out = await op.run(ctx.services, admitted.caller, input as never);
     // A summary to read (stale inputs and gaps included), then the serialized JSON: the MCP
     // specification (tools, "Structured Content") asks a tool with structured content to return
     // it as text as well, for clients that hand the model `content` only.

@@ -156,6 +156,7 @@ test('every operation has a REST call and a policy; the six MCP tools wrap opera
   for (const tool of TOOLS) {
     // A tool may pick one of two operations by its arguments (e.g. get_signals with or without `asset`).
     // (Tools refuse arguments they do not declare: each gets only its own of these.)
+    const policies = new Set<string>();
     for (const all of [{}, { asset: 'btc', chain: 'eth', thesis_id: 'x' }]) {
       const args = Object.fromEntries(Object.entries(all).filter(([k]) => k in tool.input.shape));
       const parsed = tool.input.safeParse(args);
@@ -163,7 +164,12 @@ test('every operation has a REST call and a policy; the six MCP tools wrap opera
       const op = tool.route(parsed.data).op;
       assert.ok(ops.has(op), tool.name);
       wrapped.add(op);
+      policies.add(JSON.stringify(op.policy));
     }
+    // Every route of a tool has one policy, the one a call with bad arguments is admitted with
+    // (runTool: the argument-free route's).
+    policies.add(JSON.stringify(tool.route({} as never).op.policy));
+    assert.equal(policies.size, 1, `${tool.name}: ${[...policies].join(' / ')}`);
   }
   const restOnly = OPERATIONS.filter((op) => !wrapped.has(op)).map((op) => op.name);
   assert.deepEqual(restOnly.sort(), [...REST_ONLY].sort());

@@ -412,6 +412,26 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal(res.headers.get('x-ratelimit-remaining'), '40');
   });
 
+  test('a tools/call with bad arguments or of an unknown tool counts as one request, as the REST 400 and 404 do; a refused one counts nothing', async () => {
+    const key = await makeKey('mcp-bad-args'); // free
+    const auth = { authorization: `Bearer ${key}` };
+    const remaining = async (msg: unknown) => {
+      const res = await rawMcp(msg, auth);
+      const body = (await res.json()) as any;
+      return { n: Number(res.headers.get('x-ratelimit-remaining')), code: JSON.parse(body.result.content[0].text).error?.code };
+    };
+    const rest400 = await rest('GET', '/api/v1/signals/btc?include_factors=maybe', key);
+    assert.equal(rest400.status, 400);
+    const afterRest = Number(rest400.headers.get('x-ratelimit-remaining'));
+    const bad = await remaining(callMsg('get_signals', { include_factors: 'maybe' }));
+    assert.deepEqual(bad, { n: afterRest - 1, code: 'INVALID_PARAMETER' });
+    const unknown = await remaining(callMsg('get_everything'));
+    assert.deepEqual(unknown, { n: afterRest - 2, code: 'NOT_FOUND' });
+    // A free key may not call get_signal_history: refused first (403, nothing counted), whatever its arguments.
+    const refused = await remaining(callMsg('get_signal_history', { asset: 'btc', days: 9999 }));
+    assert.deepEqual(refused, { n: afterRest - 2, code: 'TIER_REQUIRED' });
+  });
+
   test('requests other than tools/call are capped per caller without touching the quota', async () => {
     const key = await makeKey('mcp-control');
     const auth = { authorization: `Bearer ${key}` };

@@ -158,6 +158,49 @@ test('a line that is not one JSON-RPC message is answered (-32700 or -32600), no
   }
 });
 
+test('requests piped in with stdin closed at once are all answered before the server exits (0)', async () => {
+  const child = spawn(
+    process.execPath,
+    [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
+    { cwd: ROOT_DIR, env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://' }, stdio: ['pipe', 'pipe', 'pipe'] },
+  );
+  const out: string[] = [];
+  createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  // As `printf ... | npm run --silent cli -- mcp --stdio` sends them: stdin ends before the core
+  // is up, so tools/list and tools/call are still waiting for it when it does.
+  child.stdin!.end(
+    [
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
+    ]
+      .map((m) => JSON.stringify(m))
+      .join('\n') + '\n',
+  );
+  const timer = setTimeout(() => child.kill(), 90_000);
+  try {
+    assert.equal(await exited, 0);
+  } finally {
+    clearTimeout(timer);
+  }
+  const answers = out.map(
+    (l) => JSON.parse(l) as { id: number; result?: { tools?: unknown[]; structuredContent?: { assets: unknown[] } } },
+  );
+  assert.deepEqual(
+    answers.map((a) => a.id),
+    [1, 2, 3],
+  );
+  assert.equal(answers[1]!.result!.tools!.length, 6);
+  assert.ok(answers[2]!.result!.structuredContent!.assets.length > 0);
+});
+
 describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
   const pgUp = await postgresAvailable();
   let idp: TestIdp;
