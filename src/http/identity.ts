@@ -162,8 +162,20 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           reply.header('cache-control', 'no-store');
           return sendError(req, reply, status, code, message, details, null);
         };
+        const raw = req.url.split('?')[0]!;
+        const noEndpoint = () =>
+          refuse(
+            404,
+            'NOT_FOUND',
+            `No identity endpoint ${req.method} ${raw}: sign up with POST ${AUTH_BASE_PATH}/sign-up/email, sign in with POST ${SIGN_IN_PATH}, get a JWT with GET ${TOKEN_PATH} (README, "Accounts, API keys and theses")`,
+          );
+        // better-auth reads the path from a WHATWG URL, which resolves dot segments (`x/../`,
+        // `./`) and drops a fragment (`#x`): such a path would skip the checks below, which are
+        // keyed by path, while better-auth served the endpoint. No identity endpoint is reached
+        // through one, nor through percent-encoding (which only disguises a path here).
+        if (new URL(req.url, idp.origin).pathname !== raw || raw.includes('%')) return noEndpoint();
         // The path as better-auth's router will match it (a trailing slash or another case must not skip the checks).
-        const path = req.url.split('?')[0]!.replace(/\/+$/, '').toLowerCase();
+        const path = raw.replace(/\/+$/, '').toLowerCase();
         if (req.method === 'POST' && THROTTLED_PATHS.has(path)) {
           // JSON only: the per-account throttle reads the email from the body, and a form-encoded
           // body (which better-auth would also accept) must not slip past it.
@@ -210,7 +222,7 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
         headers.set(CLIENT_IP_HEADER, req.ip);
         const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : (req.body as Buffer | undefined);
         // The URL is built on the configured origin, never on the client's Host header.
-        const request = new Request(`${idp.origin}${req.url}`, {
+        const request = new Request(new URL(req.url, idp.origin), {
           method: req.method,
           headers,
           body: body && body.length > 0 ? new Uint8Array(body) : undefined,
@@ -225,12 +237,7 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
         }
         // better-auth's bare answers, in the envelope with what to do next: an unknown path (404
         // with no body) and the token exchange without a valid session (401 {"message":"Unauthorized"}).
-        if (res.status === 404 && !res.body)
-          return refuse(
-            404,
-            'NOT_FOUND',
-            `No identity endpoint ${req.method} ${req.url.split('?')[0]}: sign up with POST ${AUTH_BASE_PATH}/sign-up/email, sign in with POST ${SIGN_IN_PATH}, get a JWT with GET ${TOKEN_PATH} (README, "Accounts, API keys and theses")`,
-          );
+        if (res.status === 404 && !res.body) return noEndpoint();
         if (res.status === 401 && path === TOKEN_PATH) {
           reply.header('www-authenticate', 'Bearer');
           return refuse(

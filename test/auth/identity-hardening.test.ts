@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { type AddressInfo, connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { eq, sql } from 'drizzle-orm';
@@ -124,6 +125,52 @@ describe('embedded identity provider on PGlite', () => {
       assert.equal(token.json().error.code, 'UNAUTHORIZED');
       assert.match(token.json().error.message, /^No valid session: sign in with POST \/auth\/sign-in\/email/);
     }
+  });
+
+  test('a path better-auth would resolve differently (dot segments, a fragment, percent-encoding) reaches no endpoint: the checks cannot be skipped', async () => {
+    // Over a socket, request-target byte for byte (no client normalizes it on the way).
+    await svc.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (svc.app.server.address() as AddressInfo).port;
+    const raw = (target: string, body: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () =>
+          socket.write(
+            `POST ${target} HTTP/1.1\r\nHost: idp.hardening.test\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+          ),
+        );
+        let text = '';
+        socket.on('data', (d) => (text += d.toString()));
+        socket.on('end', () => resolve({ status: Number(text.split(' ')[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4) }));
+        socket.on('error', reject);
+      });
+    const email = `dots.${Date.now()}@example.com`;
+    const up = JSON.stringify({ name: 'Dots', email, password: 'violet tractor orbit 42' });
+    assert.equal((await raw('/auth/sign-up/email', up)).status, 200);
+    const signIn = JSON.stringify({ email, password: 'violet tractor orbit 42' });
+    const longName = JSON.stringify({ name: 'n'.repeat(SIGN_UP_NAME_MAX * 50), email: `x.${email}`, password: 'violet tractor orbit 42' });
+    for (const [target, body] of [
+      ['/auth/x/../sign-in/email', signIn],
+      ['/auth/./sign-in/email', signIn],
+      ['/auth/sign-in/email#x', signIn],
+      ['/auth/sign%2Din/email', signIn],
+      ['/auth/./sign-up/email', longName],
+      ['/auth/x/../request-password-reset', JSON.stringify({ email })],
+    ]) {
+      const r = await raw(target!, body!);
+      assert.equal(r.status, 404, `${target}: ${r.body}`);
+      assert.equal(JSON.parse(r.body).error.code, 'NOT_FOUND', target);
+    }
+    assert.equal(
+      (
+        await svc.database.db
+          .select()
+          .from(authUser)
+          .where(eq(authUser.email, `x.${email}`))
+      ).length,
+      0,
+      'no account',
+    );
+    assert.equal((await raw('/auth/sign-in/email', signIn)).status, 200, 'the path as written still signs in');
   });
 
   test('sign-up for an existing email is indistinguishable from a new one (status and body shape), and changes nothing', async () => {
