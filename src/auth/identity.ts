@@ -6,7 +6,7 @@ import { bearer } from 'better-auth/plugins/bearer';
 import { jwt } from 'better-auth/plugins/jwt';
 import { createAuthMiddleware } from 'better-auth/api';
 import { APIError } from 'better-auth';
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, ne, sql } from 'drizzle-orm';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
 import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors.ts';
@@ -16,7 +16,14 @@ import { betterAuthStorages, ContextGate } from './context-gate.ts';
 import { IdentityProviderUnavailableError } from './jwt-check.ts';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, discoveryDocument, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
 import { passwordProblem } from './password-policy.ts';
-import { digestSessionTokens, IdentityDatabaseError, SESSION_DIGEST_PATTERN, trackDatabase, trackingStorage } from './session-store.ts';
+import {
+  digestSessionTokens,
+  IdentityDatabaseError,
+  SESSION_DIGEST_PATTERN,
+  sessionTokenDigest,
+  trackDatabase,
+  trackingStorage,
+} from './session-store.ts';
 
 // Re-exported for the modules that build on the provider (its constants and interface live in identity-lazy.ts).
 export { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity, IDP_JWT_ALG } from './identity-lazy.ts';
@@ -188,10 +195,45 @@ export async function createEmbeddedIdentity(opts: {
   const discovery = discoveryDocument(baseUrl);
 
   const jwks = localJwks(() => gate.run(async () => (await auth.api.getJwks()) as JSONWebKeySet));
+  /**
+   * Revoking sessions by what `list-sessions` shows of them. Stored tokens are digests, and a
+   * user's session list carries the digest, not the token (no credential in it). better-auth's
+   * `revoke-session` with that value digested it again and matched nothing, yet answered
+   * `{status: true}`; `revoke-other-sessions` compared digests with the caller's clear token,
+   * matched nothing and answered the same. Both are done here: the caller's session is checked
+   * by better-auth, then the rows are deleted by digest, only among the caller's own sessions.
+   * `revoke-session` with a clear token (the caller's own) stays better-auth's.
+   * @returns null when better-auth should answer the request itself.
+   */
+  const revokeByDigest = async (request: Request): Promise<Response | null> => {
+    if (request.method !== 'POST') return null;
+    const path = new URL(request.url).pathname.replace(/\/+$/, '').toLowerCase();
+    const one = path === `${AUTH_BASE_PATH}/revoke-session`;
+    if (!one && path !== `${AUTH_BASE_PATH}/revoke-other-sessions`) return null;
+    let target: string | null = null;
+    if (one) {
+      const body = (await request
+        .clone()
+        .json()
+        .catch(() => null)) as { token?: unknown } | null;
+      if (typeof body?.token !== 'string' || !DIGEST.test(body.token)) return null;
+      target = body.token;
+    }
+    const session = await auth.api.getSession({ headers: request.headers });
+    if (!session) return Response.json({ code: 'UNAUTHORIZED', message: 'Unauthorized' }, { status: 401 });
+    const mine = eq(authSession.userId, session.user.id);
+    const current = sessionTokenDigest(session.session.token);
+    const removed = await opts.db
+      .delete(authSession)
+      .where(target === null ? and(mine, ne(authSession.token, current)) : and(mine, eq(authSession.token, target)))
+      .returning({ id: authSession.id });
+    // One session: whether it was one of the caller's (false: no such session, nothing done).
+    return Response.json({ status: target === null || removed.length > 0 });
+  };
   const handler = async (request: Request): Promise<Response> => {
     let outcome: { result: Response | null; databaseDown: boolean; err?: unknown };
     try {
-      outcome = await gate.run(() => trackDatabase(() => auth.handler(request)));
+      outcome = await gate.run(() => trackDatabase(async () => (await revokeByDigest(request)) ?? auth.handler(request)));
     } catch (err) {
       outcome = { result: null, databaseDown: (err instanceof IdentityDatabaseError && err.unavailable) || isDependencyDown(err), err };
     }
@@ -208,6 +250,9 @@ export async function createEmbeddedIdentity(opts: {
   };
   return { issuer, audience: opts.audience, origin, jwks, handler, discovery };
 }
+
+/** A stored session token (SESSION_DIGEST_PATTERN). */
+const DIGEST = new RegExp(SESSION_DIGEST_PATTERN);
 
 /** The body field holding a new password, per better-auth endpoint (checked by the password policy). */
 const PASSWORD_FIELDS: Record<string, string> = {

@@ -285,6 +285,41 @@ describe('embedded identity provider on PGlite', () => {
       0,
     );
   });
+
+  test('a session from list-sessions can be revoked by what the list shows (its digest); revoke-other-sessions ends the others, not this one', async () => {
+    const email = `sessions.${Date.now()}@example.com`;
+    const password = 'meadow copper signal 8';
+    await post(svc, '/auth/sign-up/email', { name: 'Sam', email, password });
+    const signIns: string[] = [];
+    for (let i = 0; i < 4; i++) signIns.push((await post(svc, '/auth/sign-in/email', { email, password })).body.token);
+    const [a, b, c, d] = signIns as [string, string, string, string];
+    const as = (token: string) => ({ authorization: `Bearer ${token}` });
+    const works = async (token: string) =>
+      (await svc.app.inject({ method: 'GET', url: '/auth/token', headers: as(token) })).statusCode === 200;
+    const list = await svc.app.inject({ method: 'GET', url: '/auth/list-sessions', headers: as(a) });
+    const shown = (list.json() as { token: string }[]).map((x) => x.token);
+    assert.equal(shown.length, 4);
+    assert.ok(shown.includes(sha256(b)), 'the list shows digests, never a token');
+    // Revoke B by the value the list shows.
+    const revoked = await post(svc, '/auth/revoke-session', { token: sha256(b) }, as(a));
+    assert.equal(revoked.status, 200, revoked.raw);
+    assert.deepEqual(revoked.body, { status: true });
+    assert.equal(await works(b), false, 'B is ended');
+    assert.equal(await works(a), true, 'A still works');
+    // A digest that is none of the caller's sessions: nothing done, and it says so.
+    const other = await post(svc, '/auth/revoke-session', { token: sha256('not a session of mine') }, as(a));
+    assert.deepEqual(other.body, { status: false });
+    // The clear token of one's own session still works (better-auth's own path).
+    assert.deepEqual((await post(svc, '/auth/revoke-session', { token: c }, as(a))).body, { status: true });
+    assert.equal(await works(c), false);
+    // The others: D ends, A (the caller) stays.
+    assert.equal(await works(d), true);
+    assert.deepEqual((await post(svc, '/auth/revoke-other-sessions', {}, as(a))).body, { status: true });
+    assert.equal(await works(d), false, 'D is ended');
+    assert.equal(await works(a), true, 'the caller keeps its session');
+    // Without a session: 401, nothing deleted.
+    assert.equal((await post(svc, '/auth/revoke-other-sessions', {})).status, 401);
+  });
 });
 
 const pgUp = await postgresAvailable();
