@@ -12,9 +12,32 @@ export function invalidEnvelope(m: unknown): string | null {
   const o = m as Record<string, unknown>;
   if (o.jsonrpc !== '2.0') return `"jsonrpc" must be "2.0"`;
   if ('id' in o && typeof o.id !== 'string' && typeof o.id !== 'number') return '"id" must be a string or a number';
-  if ('method' in o) return typeof o.method === 'string' ? null : '"method" must be a string';
+  if ('method' in o) {
+    if (typeof o.method !== 'string') return '"method" must be a string';
+    // JSON-RPC 2.0 allows an array too; MCP's requests and notifications take named params only.
+    if ('params' in o && (typeof o.params !== 'object' || o.params === null || Array.isArray(o.params)))
+      return '"params" must be an object (MCP takes named params), or left out';
+    return null;
+  }
   if (!('id' in o) || !('result' in o || 'error' in o))
     return 'a message needs a "method" (a request or notification), or an "id" with a "result" or "error" (a response)';
+  return null;
+}
+
+/**
+ * The first id used by more than one request of a batch, or null. Each request of a batch is
+ * answered by its id, so two with one id cannot both be answered (and both tools/calls would
+ * count against the quota for one answer).
+ */
+export function repeatedId(messages: readonly unknown[]): string | number | null {
+  const seen = new Set<string>();
+  for (const m of messages) {
+    const o = m as { id?: unknown; method?: unknown };
+    if (typeof o.method !== 'string' || (typeof o.id !== 'string' && typeof o.id !== 'number')) continue;
+    const k = `${typeof o.id}:${o.id}`;
+    if (seen.has(k)) return o.id;
+    seen.add(k);
+  }
   return null;
 }
 

@@ -4,7 +4,7 @@ import fastifyCors from '@fastify/cors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { isDependencyDown, loggableError, memoRetrying, OutageLog, ServiceError } from '../errors.ts';
-import { invalidEnvelope, messageId } from './envelope.ts';
+import { invalidEnvelope, messageId, repeatedId } from './envelope.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { PUBLIC_UNMETERED, QUERY_CREDENTIAL_MESSAGE, queryCredential, refusalHeaders, type Access } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -109,7 +109,10 @@ export async function handleMcpRequest(
       headers: webHeaders(req.headers),
     });
     const res = await transport.handleRequest(request, { parsedBody: req.body });
-    const body = await res.text();
+    let body = await res.text();
+    // JSON-RPC 2.0, "Batch": a batch is answered with an array, also when one answer is in it
+    // (the SDK's transport sends a lone answer as a bare object).
+    if (Array.isArray(req.body) && res.status === 200 && body.startsWith('{')) body = `[${body}]`;
     res.headers.forEach((v, k) => {
       reply.header(k, v);
     });
@@ -265,6 +268,14 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
               messages.length === 1 ? messageId(m) : null,
             );
         }
+        const repeated = messages.length > 1 ? repeatedId(messages) : null;
+        if (repeated !== null)
+          return rpcError(
+            reply,
+            400,
+            -32600,
+            `Invalid Request: the batch holds more than one request with the id ${JSON.stringify(repeated)}; give each request of a batch its own id`,
+          );
         // Each message other than tools/call counts once against the cap, batched or not
         // (tools/call is counted per call against the API quota, in the tool).
         const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;

@@ -479,6 +479,9 @@ describe('MCP auth, tiers and limits', () => {
       [{ jsonrpc: '2.0', id: 3, method: 7 }, 3, /"method" must be a string/],
       [{ jsonrpc: '2.0', id: 4 }, 4, /needs a "method"/],
       [{ jsonrpc: '2.0', id: { x: 1 }, method: 'ping' }, null, /"id" must be a string or a number/],
+      [{ jsonrpc: '2.0', id: 6, method: 'ping', params: null }, 6, /"params" must be an object/],
+      [{ jsonrpc: '2.0', id: 7, method: 'ping', params: 'x' }, 7, /"params" must be an object/],
+      [{ jsonrpc: '2.0', id: 9, method: 'ping', params: [1] }, 9, /"params" must be an object \(MCP takes named params\)/],
     ] as const) {
       const res = await rawMcp(body, anyKey);
       assert.equal(res.status, 400, JSON.stringify(body));
@@ -487,6 +490,39 @@ describe('MCP auth, tiers and limits', () => {
       assert.equal(b.id, id);
       assert.match(b.error.message, why);
     }
+    // A batch is answered with an array, also when it holds one request.
+    const one = await rawMcp([{ jsonrpc: '2.0', id: 11, method: 'ping' }], anyKey);
+    assert.equal(one.status, 200);
+    assert.deepEqual(await one.json(), [{ jsonrpc: '2.0', id: 11, result: {} }]);
+  });
+
+  test('a batch with two requests under one id is refused before any runs: nothing counted against the quota', async () => {
+    const key = await makeKey('mcp-batch-ids');
+    const auth = { authorization: `Bearer ${key}` };
+    const before = Number((await rawMcp(callMsg('get_assets'), auth)).headers.get('x-ratelimit-remaining'));
+    const res = await rawMcp(
+      [
+        { ...callMsg('get_assets'), id: 7 },
+        { ...callMsg('get_signals'), id: 7 },
+      ],
+      auth,
+    );
+    assert.equal(res.status, 400);
+    const b = (await res.json()) as { error: { code: number; message: string } };
+    assert.equal(b.error.code, -32600);
+    assert.match(b.error.message, /more than one request with the id 7; give each request of a batch its own id/);
+    // The next call is the only one counted after `before`.
+    assert.equal(Number((await rawMcp(callMsg('get_assets'), auth)).headers.get('x-ratelimit-remaining')), before - 1);
+    // Distinct ids: both answered, in an array, both counted.
+    const both = await rawMcp(
+      [
+        { ...callMsg('get_assets'), id: 1 },
+        { ...callMsg('get_assets'), id: 2 },
+      ],
+      auth,
+    );
+    assert.deepEqual(((await both.json()) as { id: number }[]).map((r) => r.id).sort(), [1, 2]);
+    assert.equal(Number(both.headers.get('x-ratelimit-remaining')), before - 3);
   });
 
   test('initialize with missing or mistyped params is -32602 naming the field, not -32603', async () => {
