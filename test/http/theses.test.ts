@@ -266,6 +266,15 @@ describe('theses', { skip: SKIP }, () => {
       ['title with a control character', { ...VALID, title: 'a\u0007b' }, /title/],
       ['title with a bidirectional override', { ...VALID, title: '\u202eabc' }, /title.*invisible formatting/],
       ['title of a zero-width space', { ...VALID, title: '\u200b' }, /title/],
+      // Whole Unicode categories, not a list: the Arabic letter mark (a bidirectional mark), the
+      // soft hyphen, the line separator, a tag character (invisible ASCII), a Hangul filler, an
+      // unpaired surrogate.
+      ['title with the Arabic letter mark', { ...VALID, title: 'a\u061cb' }, /title.*invisible formatting/],
+      ['title with a soft hyphen', { ...VALID, title: 'a\u00adb' }, /title/],
+      ['title with a line separator', { ...VALID, title: 'a\u2028b' }, /title/],
+      ['title with a tag character', { ...VALID, title: 'ETH\u{E0041}\u{E0042}' }, /title/],
+      ['title of a Hangul filler', { ...VALID, title: '\u3164' }, /title/],
+      ['title with an unpaired surrogate', { ...VALID, title: 'a\ud800b' }, /title.*unpaired surrogate/],
       ['a negative entry price', { ...VALID, entry_price: -1 }, /entry_price/],
       ['a zero target price', { ...VALID, target_price: 0 }, /target_price/],
       ['a negative stop price', { ...VALID, stop_price: -5 }, /stop_price/],
@@ -422,7 +431,7 @@ describe('theses', { skip: SKIP }, () => {
     }
 
     test('POST /thesis: a title with emoji joined by U+200D or Persian text with U+200C is accepted', async () => {
-      for (const title of ['Family 👨\u200d👩\u200d👧 long', 'می\u200cخواهم']) {
+      for (const title of ['Family 👨\u200d👩\u200d👧 long', 'می\u200cخواهم', 'ETH ❤️ 🇫🇷 café 日本 Ωmega']) {
         const r = await create({ ...VALID, title });
         assert.equal(r.status, 201, r.raw);
         assert.equal(r.body.data.title, title);

@@ -19,17 +19,23 @@ z.config({
 });
 
 /**
- * Characters user-supplied text may not hold: C0 and C1 control characters (PostgreSQL
- * refuses NUL in text and jsonb; the others only hide content), and the invisible formatting
- * characters that make a text read other than it is (the zero-width space, bidirectional marks,
- * overrides and isolates, the byte-order mark; Unicode TR #36, "Bidirectional Text Spoofing").
- * The zero-width joiner and non-joiner (U+200D, U+200C) are allowed: emoji sequences and
- * Persian and Indic spelling need them.
+ * Characters user-supplied text may not hold, by Unicode general category (so that no
+ * character of a class slips through a hand-made list):
+ * - Cc, control characters (PostgreSQL refuses NUL in text and jsonb; the others only hide content);
+ * - Cf, invisible formatting: the zero-width space, bidirectional marks (U+200E/F, U+061C),
+ *   overrides and isolates, the soft hyphen, the byte-order mark, and the tag characters
+ *   (U+E0000-U+E007F), which spell invisible ASCII that an AI agent reading the text through
+ *   MCP would still read (Unicode TR #36, "Bidirectional Text Spoofing");
+ * - Cs, an unpaired surrogate (not a character: it is stored as U+FFFD);
+ * - Zl and Zp, the line and paragraph separators;
+ * - the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), letters that draw nothing.
+ * The zero-width joiner and non-joiner (U+200D, U+200C, Cf) are allowed: emoji sequences and
+ * Persian and Indic spelling need them. (A `v`-flag set difference; built from a string
+ * because the compile target predates the flag, which Node 20 and later support.)
  */
-// eslint-disable-next-line no-control-regex -- control characters are what this finds
-export const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
+export const UNSAFE_TEXT = new RegExp('[[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}\\u115f\\u1160\\u3164\\uffa0]--[\\u200c\\u200d]]', 'v');
 /** The message for text that holds {@link UNSAFE_TEXT}. */
-export const UNSAFE_TEXT_MESSAGE = 'must not contain control or invisible formatting characters';
+export const UNSAFE_TEXT_MESSAGE = 'must not contain control or invisible formatting characters (or an unpaired surrogate)';
 
 /** User-supplied text (names, titles, ids): trimmed, and without {@link UNSAFE_TEXT}. */
 export function safeText(min: number, max: number) {
