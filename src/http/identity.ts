@@ -86,15 +86,24 @@ const TOKEN_PATH = `${AUTH_BASE_PATH}/token`;
  */
 function bodyString(body: Buffer | undefined, field: string): string | null {
   if (!body || body.length === 0) return null;
-  try {
-    // A leading byte-order mark is dropped, as better-auth's `request.json()` drops it: a body
-    // these checks cannot read must not reach better-auth as one it can.
-    const v = (JSON.parse(body.toString('utf8').replace(/^\uFEFF/, '')) as Record<string, unknown>)[field];
-    return typeof v === 'string' ? v : null;
-  } catch {
-    return null;
+  let parsed = PARSED.get(body);
+  if (parsed === undefined) {
+    try {
+      // A leading byte-order mark is dropped, as better-auth's `request.json()` drops it: a body
+      // these checks cannot read must not reach better-auth as one it can.
+      const v: unknown = JSON.parse(body.toString('utf8').replace(/^\uFEFF/, ''));
+      parsed = v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+    } catch {
+      parsed = null;
+    }
+    PARSED.set(body, parsed);
   }
+  const v = parsed?.[field];
+  return typeof v === 'string' ? v : null;
 }
+
+/** Each /auth body parsed once per request, however many fields the checks read (bodyString). */
+const PARSED = new WeakMap<Buffer, Record<string, unknown> | null>();
 
 /**
  * Counts one sign-in / sign-up attempt against the per-address and (sign-in) per-account
