@@ -186,7 +186,7 @@ function postgresStartProblem(err: unknown): string | null {
  * window with no data to evaluate, are RangeErrors (printed, exit 2: a usage error).
  */
 async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
-  const [{ MarketService }, { DatasetProvider }, { backtestWindow, runBacktest }, fmt] = await Promise.all([
+  const [{ MarketService }, { DatasetProvider }, { backtestByYear, backtestWindow, runBacktest }, fmt] = await Promise.all([
     import('./services/market.ts'),
     import('./providers/dataset/dataset.ts'),
     import('./services/backtest.ts'),
@@ -202,7 +202,8 @@ async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
   if (opts.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
   else if (opts.markdown) {
     const command = ['npm run cli --', ...process.argv.slice(2)].join(' ');
-    process.stdout.write(fmt.trackRecordMarkdown(report, { command, commit: gitCommit() }));
+    const opt = { from: window.from, to: window.to, costBps: cost, walkForward: opts.walkForward, model: opts.model };
+    process.stdout.write(fmt.trackRecordMarkdown(report, { command, commit: gitCommit() }, backtestByYear(market, opt)));
   } else process.stdout.write(fmt.formatTable(report));
 }
 

@@ -510,7 +510,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       to: '2025-09-30',
       days: 0,
       report: null,
-      note: 'signals-v4 went live on 2025-10-01; the data of this deployment ends on 2025-09-30, so there is no live period yet.',
+      note: 'signals-v4 was built on data through the day before 2025-10-01; the data of this deployment ends on 2025-09-30, so there is no day after it to score yet.',
     },
   },
   createKey: {

@@ -37,7 +37,7 @@ function rows(r: BacktestReport): [string, WindowMetrics][] {
 function header(r: BacktestReport): string {
   const mode =
     r.mode === 'walk_forward'
-      ? 'walk-forward, out of sample'
+      ? 'walk-forward (bands chosen out of sample; the model structure in view of these years)'
       : `fixed parameters${r.bands ? ` (bands ${r.bands.buy}/${r.bands.strong})` : ''}`;
   return `${r.model_version}, ${mode}, ${r.from} → ${r.to}, ${r.cost_bps} bps per unit of position change`;
 }
@@ -114,7 +114,11 @@ export function targetChecks(
  * docs/track-record.md: the walk-forward report with the command line and commit that produced it.
  * @param meta.command the exact command line; meta.commit the git commit of the code (or 'unknown').
  */
-export function trackRecordMarkdown(r: BacktestReport, meta: { command: string; commit: string }): string {
+export function trackRecordMarkdown(
+  r: BacktestReport,
+  meta: { command: string; commit: string },
+  years: readonly { year: number; report: BacktestReport }[] = [],
+): string {
   const md: string[] = [];
   md.push('# Track record');
   md.push('');
@@ -128,7 +132,18 @@ export function trackRecordMarkdown(r: BacktestReport, meta: { command: string; 
   md.push(`- Code: commit \`${meta.commit}\``);
   md.push(`- ${header(r)}; a position decided at the close of day t earns close t → close t+1.`);
   md.push('');
-  md.push('## Targets (issue #10), out of sample');
+  md.push('## What is out of sample here, and what is not');
+  md.push('');
+  md.push(
+    "Only the level bands are chosen walk-forward (each year on the data before it, table at the end). The model's structure " +
+      '(its factors, their readings and weights, the gates, the confirmation) was chosen with these same years in view: ' +
+      `${r.model_version} descends from the first of more than twenty variants tried on 2020–2025 that met the targets below ` +
+      '([methodology.md](methodology.md), "Honesty"). Read these figures as in-sample for the structure: choosing the model ' +
+      'itself each year on earlier data, as the bands are, missed most of the targets. The real test is the market after ' +
+      '2025-09-30, which the repository does not hold; `GET /api/v1/track-record` scores the days after it in live mode.',
+  );
+  md.push('');
+  md.push('## Targets (issue #10), walk-forward');
   md.push('');
   md.push('| target | result | met |');
   md.push('|---|---|---|');
@@ -149,6 +164,45 @@ export function trackRecordMarkdown(r: BacktestReport, meta: { command: string; 
   md.push('');
   const late = lateStarts(r);
   if (late) md.push(late, '');
+  if (years.length > 1) {
+    md.push('## By year');
+    md.push('');
+    md.push(
+      'Each calendar year scored on its own (same bands per year as above; Sharpe wins count the assets with data that year; ' +
+        'a year without a position has no long/flat Sharpe and counts as no win). ' +
+        'The whole-window figures lean on few years: a year in which the model stayed out of a falling market weighs heavily, ' +
+        'and the 30-day IC is pooled over all asset-days, so it can be positive over the window while negative in most single years.',
+    );
+    md.push('');
+    md.push(
+      '| year | asset-days | B&H return | L/F return | B&H Sharpe | L/F Sharpe | L/F Sharpe ≥ B&H | exposure | buy edge | sell edge | IC 30d |',
+    );
+    md.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const { year, report } of years) {
+      const p = report.pooled;
+      const wins = report.assets.filter((a) => (a.long_flat.sharpe ?? -Infinity) >= (a.buy_and_hold.sharpe ?? Infinity)).length;
+      md.push(
+        `| ${year} | ${report.assets.reduce((s, a) => s + a.days, 0)} | ${pct(p.buy_and_hold.total_return, 0)} | ${pct(p.long_flat.total_return, 0)} | ` +
+          `${num(p.buy_and_hold.sharpe)} | ${num(p.long_flat.sharpe)} | ${wins} of ${report.assets.length} | ${pct(p.long_flat.exposure, 0)} | ` +
+          `${pts(p.hit_rates.buy_edge_30d)} | ${pts(p.hit_rates.sell_edge_30d)} | ${num(p.ic_30d, 3)} |`,
+      );
+    }
+    md.push('');
+  }
+  md.push('## Limits');
+  md.push('');
+  md.push(
+    `- The ${r.assets.length} assets are the ones the service covers, picked in 2025 with their history known: coins that failed earlier are not in the sample (survivorship bias).`,
+  );
+  md.push(
+    `- Costs: ${r.cost_bps} bps per unit of position change, nothing else. Long/short returns leave out funding and borrowing costs; ` +
+      'a position is filled at the close that decided it (no latency, no slippage beyond the cost).',
+  );
+  md.push(
+    '- The level-share target is pooled: some assets never reach some levels (the table below is over all asset-days; ' +
+      '`--json` gives each asset its own shares).',
+  );
+  md.push('');
   md.push('## Levels');
   md.push('');
   md.push(`| ${SIGNAL_LEVELS.join(' | ')} |`);

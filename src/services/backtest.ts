@@ -322,12 +322,30 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
   };
 }
 
+/**
+ * The report of each calendar year of `opts.from`..`opts.to` on its own (the first and last
+ * year cut to the window), with the same options: how much of a window's result one year
+ * carries (docs/track-record.md, "By year"). Walk-forward years choose their bands as in the
+ * whole-window run (each on the data before its year). One memo of signal days serves all.
+ * @throws RangeError as runBacktest.
+ */
+export function backtestByYear(source: BacktestSource, opts: BacktestOptions & { to: string }): { year: number; report: BacktestReport }[] {
+  const src = withDaysMemo(source);
+  const out: { year: number; report: BacktestReport }[] = [];
+  for (let y = Number(opts.from.slice(0, 4)); y <= Number(opts.to.slice(0, 4)); y++) {
+    const from = `${y}-01-01` < opts.from ? opts.from : `${y}-01-01`;
+    const to = `${y}-12-31` > opts.to ? opts.to : `${y}-12-31`;
+    out.push({ year: y, report: runBacktest(src, { ...opts, from, to }) });
+  }
+  return out;
+}
+
 /** The published track record (GET /api/v1/track-record). */
 export interface TrackRecord {
   model_version: string;
   /** Walk-forward, out of sample, from 2020-01-01 through the data's as-of day, 10 bps per position change. */
   walk_forward: BacktestReport;
-  /** The served model since it went live (`from` = the first day it was not fitted on). */
+  /** The served model after the data it was built on (`from` = the first day after it), recomputed from stored data. */
   live: { from: string; to: string; days: number; report: BacktestReport | null; note: string };
 }
 
@@ -346,7 +364,7 @@ export function trackRecord(source: BacktestSource): TrackRecord {
       to: src.asOf,
       days: 0,
       report: null,
-      note: `${CURRENT_MODEL.version} went live on ${liveFrom}; the data of this deployment ends on ${src.asOf}, so there is no live period yet.`,
+      note: `${CURRENT_MODEL.version} was built on data through the day before ${liveFrom}; the data of this deployment ends on ${src.asOf}, so there is no day after it to score yet.`,
     };
   } else {
     const report = runBacktest(src, { from: liveFrom, to: src.asOf });
@@ -355,7 +373,7 @@ export function trackRecord(source: BacktestSource): TrackRecord {
       to: src.asOf,
       days: report.pooled.days,
       report,
-      note: `${CURRENT_MODEL.version} as served, from ${liveFrom} (its parameters were fixed on earlier data) through ${src.asOf}; 30-day figures cover days with a known 30-day return.`,
+      note: `${CURRENT_MODEL.version} from ${liveFrom}, the first day after the data it was built on, through ${src.asOf}: recomputed from the stored data with the served code and bands, not a log of the answers served at the time; 30-day figures cover days with a known 30-day return.`,
     };
   }
   return { model_version: CURRENT_MODEL.version, walk_forward: walk, live };

@@ -615,7 +615,7 @@ describe('track record', { skip: SKIP }, () => {
       assert.equal(d.live.from, '2025-10-01');
       assert.equal(d.live.days, 0);
       assert.equal(d.live.report, null);
-      assert.match(d.live.note, /no live period yet/);
+      assert.match(d.live.note, /no day after it to score yet/);
       // Served from the memo afterwards: the same answer.
       const again = await get('/api/v1/track-record');
       assert.equal(again.status, 200);

@@ -130,7 +130,7 @@ export const getSignalHistory = defineOperation({
   tag: 'signals',
   summary: 'Historical signal changes (Pro or API tier)',
   description:
-    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day, in the `days` days ending at `end` (default: the as-of day). To page back, ask again with `end` = `next_end` until it is null. Needs an API key of the pro or api tier.',
+    'Changes of the signal level, newest first, each with the factor snapshot computed point-in-time from data up to that day (the score and factors; the level bands are those of the served model, fixed on data through 2025-08-31, also for earlier days: docs/methodology.md), in the `days` days ending at `end` (default: the as-of day). To page back, ask again with `end` = `next_end` until it is null. Needs an API key of the pro or api tier.',
   policy: apiKey(HISTORY_TIERS),
   errors: ['NOT_FOUND'],
   input: z.object({
@@ -191,7 +191,7 @@ export const getTrackRecord = defineOperation({
   tag: 'signals',
   summary: 'Track record of the signal model',
   description:
-    'How the signals did: the walk-forward, out-of-sample backtest from 2020-01-01 (parameters chosen each year on earlier data only, 10 bps per position change) per asset and pooled, and the live period since the served model version went live. REST only (no MCP tool). Method: docs/methodology.md, "Evaluation"; the same figures are in docs/track-record.md.',
+    'How the signals did: the walk-forward backtest from 2020-01-01 (10 bps per position change) per asset and pooled, and the days after the data the model was built on (from 2025-10-01, recomputed). Only the level bands are chosen out of sample; the model structure was chosen with 2020-2025 in view (docs/track-record.md: what is out of sample, by year, limits). REST only.',
   policy: PUBLIC,
   input: None,
   output: TrackRecordSchema,

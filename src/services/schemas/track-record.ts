@@ -88,14 +88,16 @@ export const BacktestReportSchema = z.object({
 export const TrackRecordSchema = z.object({
   model_version: z.string().describe('The served signal model'),
   walk_forward: BacktestReportSchema.describe(
-    'Walk-forward, out of sample, from 2020-01-01 through the as-of day, 10 bps per position change',
+    'Walk-forward from 2020-01-01 through the as-of day, 10 bps per position change: the level bands are chosen each year on earlier data only (out of sample); the model\'s structure was chosen with these years in view (docs/methodology.md, "Honesty"), so these figures are in-sample for it',
   ),
   live: z.object({
-    from: Day.describe('Day the model version went live (the first day it was not fitted on)'),
+    from: Day.describe('First day after the data the model version was built on (2025-10-01): its out-of-sample period starts here'),
     to: Day,
     days: z.number().int(),
-    report: BacktestReportSchema.nullable().describe('The served model over the live period; null before it has any day'),
-    note: z.string(),
+    report: BacktestReportSchema.nullable().describe(
+      'The served model over that period, recomputed from the stored data with the served code and bands (not a log of the answers served at the time); null before it has any day',
+    ),
+    note: z.string().describe('What the period is, in a sentence'),
   }),
 });
 
