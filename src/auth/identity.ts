@@ -205,11 +205,19 @@ export async function createEmbeddedIdentity(opts: {
    * `revoke-session` with a clear token (the caller's own) stays better-auth's.
    * @returns null when better-auth should answer the request itself.
    */
+  const trusted = new Set(trustedOrigins(baseUrl));
   const revokeByDigest = async (request: Request): Promise<Response | null> => {
     if (request.method !== 'POST') return null;
     const path = new URL(request.url).pathname.replace(/\/+$/, '').toLowerCase();
     const one = path === `${AUTH_BASE_PATH}/revoke-session`;
     if (!one && path !== `${AUTH_BASE_PATH}/revoke-other-sessions`) return null;
+    // better-auth's own checks, kept: anything but a JSON body, and a cookie-carrying request
+    // from an origin it does not trust (CSRF: a same-site page's form POST), go to better-auth,
+    // which refuses them.
+    const type = (request.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (type !== 'application/json') return null;
+    const from = request.headers.get('origin');
+    if (request.headers.has('cookie') && from !== null && !trusted.has(from)) return null;
     let target: string | null = null;
     if (one) {
       const body = (await request

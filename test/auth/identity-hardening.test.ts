@@ -291,7 +291,12 @@ describe('embedded identity provider on PGlite', () => {
     const password = 'meadow copper signal 8';
     await post(svc, '/auth/sign-up/email', { name: 'Sam', email, password });
     const signIns: string[] = [];
-    for (let i = 0; i < 4; i++) signIns.push((await post(svc, '/auth/sign-in/email', { email, password })).body.token);
+    let cookieA = '';
+    for (let i = 0; i < 4; i++) {
+      const r = await post(svc, '/auth/sign-in/email', { email, password });
+      signIns.push(r.body.token);
+      if (i === 0) cookieA = String(r.headers['set-cookie']).split(';')[0]!;
+    }
     const [a, b, c, d] = signIns as [string, string, string, string];
     const as = (token: string) => ({ authorization: `Bearer ${token}` });
     const works = async (token: string) =>
@@ -312,8 +317,25 @@ describe('embedded identity provider on PGlite', () => {
     // The clear token of one's own session still works (better-auth's own path).
     assert.deepEqual((await post(svc, '/auth/revoke-session', { token: c }, as(a))).body, { status: true });
     assert.equal(await works(c), false);
+    // A page on another origin posting with A's cookie (CSRF), or a body that is not JSON: refused, nothing ended.
+    const csrf = await svc.app.inject({
+      method: 'POST',
+      url: '/auth/revoke-other-sessions',
+      headers: { cookie: cookieA, origin: 'http://evil.example', 'content-type': 'application/json' },
+      payload: '{}',
+      remoteAddress: freshIp(),
+    });
+    assert.equal(csrf.statusCode, 403, csrf.body);
+    const form = await svc.app.inject({
+      method: 'POST',
+      url: '/auth/revoke-session',
+      headers: { cookie: cookieA, 'content-type': 'text/plain' },
+      payload: JSON.stringify({ token: sha256(d) }),
+      remoteAddress: freshIp(),
+    });
+    assert.notEqual(form.statusCode, 200, form.body);
     // The others: D ends, A (the caller) stays.
-    assert.equal(await works(d), true);
+    assert.equal(await works(d), true, 'D survived the refused requests');
     assert.deepEqual((await post(svc, '/auth/revoke-other-sessions', {}, as(a))).body, { status: true });
     assert.equal(await works(d), false, 'D is ended');
     assert.equal(await works(a), true, 'the caller keeps its session');
