@@ -5,7 +5,7 @@ import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth
 import { type ErrorCode, unexpectedError } from '../errors.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { sendError } from './envelope.ts';
-import { UNSAFE_TEXT, UNSAFE_TEXT_MESSAGE } from '../services/schemas/common.ts';
+import { hasUnsafeText, UNSAFE_TEXT_MESSAGE } from '../services/schemas/common.ts';
 
 /**
  * Sign-in attempts allowed per account (the lower-cased email) per window, counted across
@@ -209,7 +209,7 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           });
         // Refused before better-auth looks anything up: the same answer for every email (a NUL
         // in a new user's name failed only for unregistered emails, and update-user with a 500).
-        if (name !== null && (UNSAFE_TEXT.test(name) || name.trim() === ''))
+        if (name !== null && (hasUnsafeText(name) || name.trim() === ''))
           return refuse(
             400,
             'INVALID_PARAMETER',

@@ -30,10 +30,20 @@ z.config({
  * - Zl and Zp, the line and paragraph separators;
  * - the Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), letters that draw nothing.
  * The zero-width joiner and non-joiner (U+200D, U+200C, Cf) are allowed: emoji sequences and
- * Persian and Indic spelling need them. (A `v`-flag set difference; built from a string
- * because the compile target predates the flag, which Node 20 and later support.)
+ * Persian and Indic spelling need them; so are tag characters inside an emoji tag sequence (the
+ * flags of England, Scotland and Wales): see hasUnsafeText, which applies this. (A `v`-flag set
+ * difference; built from a string because the compile target predates the flag, which Node 20
+ * and later support.)
  */
 export const UNSAFE_TEXT = new RegExp('[[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}\\u115f\\u1160\\u3164\\uffa0]--[\\u200c\\u200d]]', 'v');
+/** The emoji tag sequences (Unicode's RGI list: the subdivision flags), whose tag characters are no hidden text. */
+const EMOJI_TAG_SEQUENCE = new RegExp('\\p{RGI_Emoji_Tag_Sequence}', 'gv');
+
+/** Whether user-supplied text holds a character of {@link UNSAFE_TEXT} outside an emoji tag sequence. */
+export function hasUnsafeText(s: string): boolean {
+  return UNSAFE_TEXT.test(s.includes('\u{E007F}') ? s.replace(EMOJI_TAG_SEQUENCE, '') : s);
+}
+
 /** The message for text that holds {@link UNSAFE_TEXT}. */
 export const UNSAFE_TEXT_MESSAGE = 'must not contain control or invisible formatting characters (or an unpaired surrogate)';
 
@@ -44,7 +54,7 @@ export function safeText(min: number, max: number) {
     .trim()
     .min(min)
     .max(max)
-    .refine((s) => !UNSAFE_TEXT.test(s), { error: UNSAFE_TEXT_MESSAGE });
+    .refine((s) => !hasUnsafeText(s), { error: UNSAFE_TEXT_MESSAGE });
 }
 
 /**
