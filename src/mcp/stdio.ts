@@ -146,21 +146,31 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
   process.on('SIGINT', () => void close());
   process.on('SIGTERM', () => void close());
   await server.connect(transport);
-  // Requests read and not answered yet, by id (the transport's onmessage and send, as the SDK's
-  // Protocol set them on connect).
-  const pending = new Set<string | number>();
+  // Requests read and not answered yet: how many per id (a client may reuse an id), less the
+  // ones it cancelled (the SDK sends nothing for those). The transport's onmessage and send, as
+  // the SDK's Protocol set them on connect.
+  const pending = new Map<string | number, number>();
   let drained: () => void = () => {};
+  const settle = (id: string | number, all: boolean) => {
+    const n = pending.get(id) ?? 0;
+    if (n === 0) return;
+    if (all || n === 1) pending.delete(id);
+    else pending.set(id, n - 1);
+    if (pending.size === 0) drained();
+  };
   const onmessage = transport.onmessage;
   transport.onmessage = (message: JSONRPCMessage) => {
-    const m = message as { id?: string | number; method?: unknown };
-    if (m.id !== undefined && typeof m.method === 'string') pending.add(m.id);
+    const m = message as { id?: string | number; method?: unknown; params?: { requestId?: unknown } };
+    if (m.id !== undefined && typeof m.method === 'string') pending.set(m.id, (pending.get(m.id) ?? 0) + 1);
     onmessage?.(message);
+    const cancelled = m.method === 'notifications/cancelled' ? m.params?.requestId : undefined;
+    if (typeof cancelled === 'string' || typeof cancelled === 'number') settle(cancelled, true);
   };
   const send = transport.send.bind(transport);
   transport.send = async (message: JSONRPCMessage) => {
     await send(message);
     const m = message as { id?: string | number | null; method?: unknown };
-    if (m.id !== undefined && m.id !== null && m.method === undefined && pending.delete(m.id) && pending.size === 0) drained();
+    if (m.id !== undefined && m.id !== null && m.method === undefined) settle(m.id, false);
   };
   /** Resolves once every request read so far is answered, or after `ms`. */
   const answered = (ms: number) =>
