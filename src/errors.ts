@@ -191,6 +191,9 @@ export function memoRetrying<T>(
 export class OutageLog {
   #last = -Infinity;
   #more = 0;
+  /** The latest failure counted and not written yet: written by `flush`. */
+  #latest: { log: { error(obj: object, msg: string): void }; err: unknown; msg: string; extra: Record<string, unknown> } | null = null;
+  #timer: NodeJS.Timeout | null = null;
 
   /** @param now the clock, ms (tests). */
   constructor(
@@ -200,19 +203,46 @@ export class OutageLog {
 
   /**
    * Logs `err` (already made loggable: `loggableError`) at error level with `msg`, or counts it
-   * when a line was written less than `everyMs` ago.
+   * when a line was written less than `everyMs` ago; the count is written by the next line, or
+   * by `flush` once `everyMs` has passed (a timer), so the end of an outage is not lost.
    * @param log the request's logger (its line carries the request id), or the process logger.
    */
   error(log: { error(obj: object, msg: string): void }, err: unknown, msg: string, extra: Record<string, unknown> = {}): void {
     const t = this.now();
     if (t - this.#last < this.everyMs) {
       this.#more++;
+      this.#latest = { log, err, msg, extra };
+      this.#timer ??= setTimeout(() => this.flush(), this.everyMs - (t - this.#last)).unref();
       return;
     }
-    const more = this.#more;
+    this.#write(log, err, msg, extra, t);
+  }
+
+  /** Writes the failures counted since the last line, if any, as one line with the latest error. */
+  flush(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    const latest = this.#latest;
+    if (!latest || this.#more === 0) return;
+    this.#write(latest.log, latest.err, latest.msg, latest.extra, this.now(), true);
+  }
+
+  #write(
+    log: { error(obj: object, msg: string): void },
+    err: unknown,
+    msg: string,
+    extra: Record<string, unknown>,
+    t: number,
+    counted = false,
+  ): void {
+    // `counted`: this line reports only the failures counted before (the latest's error); else it is a new failure's.
+    const more = this.#more - (counted ? 1 : 0);
     const since = Math.round((t - this.#last) / 1000);
     this.#last = t;
     this.#more = 0;
+    this.#latest = null;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
     log.error({ err, ...extra, ...(more ? { more } : {}) }, more ? `${msg} (${more} more since the previous line, ${since} s ago)` : msg);
   }
 }

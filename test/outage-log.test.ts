@@ -26,3 +26,28 @@ test('an outage logs its first failure at once, then one line per 10 s that coun
   outage.error(log, { code: 'ECONNREFUSED' }, 'dependency unavailable');
   assert.deepEqual(lines[2], { obj: { err: { code: 'ECONNREFUSED' } }, msg: 'dependency unavailable' });
 });
+
+test('the failures counted at the end of an outage are written once the window has passed (flush, on a timer), not held for the next outage', () => {
+  let now = 0;
+  const lines: { obj: Record<string, unknown>; msg: string }[] = [];
+  const log = { error: (obj: object, msg: string) => lines.push({ obj: obj as Record<string, unknown>, msg }) };
+  const outage = new OutageLog(10_000, () => now);
+  outage.error(log, { code: 'A' }, 'dependency unavailable');
+  for (const code of ['B', 'C', 'D']) {
+    now += 1000;
+    outage.error(log, { code }, 'dependency unavailable');
+  }
+  assert.equal(lines.length, 1);
+  now = 10_000;
+  outage.flush(); // what the timer does when the window has passed
+  assert.deepEqual(lines[1], {
+    obj: { err: { code: 'D' }, more: 2 },
+    msg: 'dependency unavailable (2 more since the previous line, 10 s ago)',
+  });
+  outage.flush();
+  assert.equal(lines.length, 2, 'nothing left to write');
+  // The next outage, much later, starts afresh.
+  now = 7_200_000;
+  outage.error(log, { code: 'E' }, 'dependency unavailable');
+  assert.deepEqual(lines[2], { obj: { err: { code: 'E' } }, msg: 'dependency unavailable' });
+});

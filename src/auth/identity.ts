@@ -9,7 +9,7 @@ import { APIError } from 'better-auth';
 import { and, eq, ne, sql } from 'drizzle-orm';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import { DATABASE_DOWN_MESSAGE, isDependencyDown, ServiceError } from '../errors.ts';
+import { DATABASE_DOWN_MESSAGE, isDependencyDown, OutageLog, ServiceError } from '../errors.ts';
 import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
 import { betterAuthStorages, ContextGate } from './context-gate.ts';
@@ -206,6 +206,7 @@ export async function createEmbeddedIdentity(opts: {
    * @returns null when better-auth should answer the request itself.
    */
   const trusted = new Set(trustedOrigins(baseUrl));
+  const outage = new OutageLog();
   const revokeByDigest = async (request: Request): Promise<Response | null> => {
     if (request.method !== 'POST') return null;
     const path = new URL(request.url).pathname.replace(/\/+$/, '').toLowerCase();
@@ -247,7 +248,10 @@ export async function createEmbeddedIdentity(opts: {
     }
     if (outcome.databaseDown) {
       await outcome.result?.body?.cancel().catch(() => {});
-      log.warn({ path: new URL(request.url).pathname }, 'identity provider: dependency unavailable (database)');
+      // Once, then one line per 10 s while it lasts (errors.ts, OutageLog), at warning level.
+      outage.error({ error: (o, m) => log.warn(o, m) }, undefined, 'identity provider: dependency unavailable (database)', {
+        path: new URL(request.url).pathname,
+      });
       throw new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
     }
     if (!outcome.result) {
