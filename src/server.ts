@@ -66,10 +66,13 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
  *   when it is given.
  * @param opts.publicUrl the service's public origin (default PUBLIC_URL, else http://HOST:PORT).
  * @param opts.clock the wall clock of the live mode (default the system clock; tests set it).
+ * @param opts.ingestSchedule false: live mode without the ingest schedule (no round at start,
+ *   none on the clock, and no reload on another instance's notice), for tests of one instance
+ *   that run rounds themselves (`ingest.once`), which a scheduled round could overlap. Default true.
  */
 export async function createService(
   config: Config,
-  opts: { logStream?: NodeJS.WritableStream; log?: Logger; publicUrl?: string; clock?: () => Date } = {},
+  opts: { logStream?: NodeJS.WritableStream; log?: Logger; publicUrl?: string; clock?: () => Date; ingestSchedule?: boolean } = {},
 ): Promise<Service> {
   // A missing AUTH_SECRET is a configuration error: reported before anything is opened.
   const secret = config.AUTH_ISSUER ? null : embeddedAuthSecret(config);
@@ -164,7 +167,7 @@ export async function createService(
     }
     await prepareCore(core);
     // Live mode: the first round starts now, in the background (the service answers on the data it has meanwhile).
-    core.ingest?.start();
+    if (opts.ingestSchedule !== false) core.ingest?.start();
     const close = closeAdmin;
     return {
       ...core,

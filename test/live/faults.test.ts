@@ -27,6 +27,8 @@ describe('live ingest under upstream faults', () => {
     // Short bounds: one 400 ms attempt plus one retry per request.
     svc = await createService(testConfig(liveEnv(upstream, dataDir, { INGEST_TIMEOUT_MS: '400', INGEST_RETRIES: '1' })), {
       clock: () => new Date(now),
+      // The test runs the rounds (ingest.once); a scheduled one could overlap them.
+      ingestSchedule: false,
     });
   });
   after(async () => {
