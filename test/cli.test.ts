@@ -193,7 +193,13 @@ async function setTierWhileRunning(h: Harness, env: Record<string, string>, expe
   const r = await cli(['users', 'set-tier', k.email, 'pro'], env, { timeoutMs: 60_000 });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, expectVia);
-  const afterSet = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
+  // The running service learns of it by a notice (PostgreSQL NOTIFY, delivered asynchronously,
+  // or the admin channel): poll briefly rather than assume it arrived before the next request.
+  let afterSet = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
+  for (let i = 0; i < 25 && afterSet.headers['x-service-tier'] !== 'pro'; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    afterSet = await h.request('GET', '/api/v1/signal-history/btc', { token: k.key });
+  }
   assert.equal(afterSet.status, 200, afterSet.raw);
   assert.equal(afterSet.headers['x-service-tier'], 'pro');
   // Counts are kept per tier (README, "Tiers and rate limits"): the free request above does not carry over.

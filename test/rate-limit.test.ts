@@ -255,7 +255,8 @@ for (const store of ['memory', 'redis'] as const) {
         const a = l.admit({ subject: 'key:z', tier: 'free', guard: { keyId: 'z', epoch: 'whatever' } });
         assert.ok(!(a instanceof Promise), 'decided synchronously in memory');
         assert.ok(a.kind === 'ok' && a.own.allowed && a.own.remaining === 49);
-        assert.ok(performance.now() - t0 < 50);
+        // Synchronous (above); the bound only says it did not wait on a connection (a GC pause or a busy CI core must not fail it).
+        assert.ok(performance.now() - t0 < 1000);
         down.disconnect();
       });
     }

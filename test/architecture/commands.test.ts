@@ -110,6 +110,9 @@ test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded 
     assert.doesNotMatch(out, /FORBIDDEN MODULE @modelcontextprotocol/, 'nothing asked for the MCP SDK before the first /mcp request');
     // The identity provider was asked for only once the service listened, and its failure leaves the service up:
     // identity requests answer in the envelope, 500 here (a broken install, not the database: that would be 503).
+    // The child's log is written asynchronously: wait for the line (at most 10 s).
+    for (const end = Date.now() + 10_000; !out.includes('start-up: listening') && Date.now() < end;)
+      await new Promise((r) => setTimeout(r, 50));
     const listening = out.indexOf('start-up: listening');
     assert.ok(listening > 0, out.slice(-2000));
     const forbidden = out.indexOf('FORBIDDEN MODULE better-auth/plugins');
@@ -131,7 +134,8 @@ test('serve becomes ready without the MCP SDK or better-auth: the SDK is loaded 
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
     });
     assert.equal(mcp.status, 500);
-    await new Promise((r) => setTimeout(r, 200));
+    const sdk = /FORBIDDEN MODULE @modelcontextprotocol\/sdk\/server\/webStandardStreamableHttp\.js/;
+    for (const end = Date.now() + 10_000; !sdk.test(out) && Date.now() < end;) await new Promise((r) => setTimeout(r, 50));
     assert.match(out, /FORBIDDEN MODULE @modelcontextprotocol\/sdk\/server\/webStandardStreamableHttp\.js/);
   } finally {
     child.kill('SIGTERM');
