@@ -220,11 +220,13 @@ export class OutageLog {
 
   /** Writes the failures counted since the last line, if any, as one line with the latest error. */
   flush(): void {
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
     const latest = this.#latest;
-    if (!latest || this.#more === 0) return;
-    this.#write(latest.log, latest.err, latest.msg, latest.extra, this.now(), true);
+    // #write clears the timer; with nothing to write, it is cleared here.
+    if (latest && this.#more > 0) this.#write(latest.log, latest.err, latest.msg, latest.extra, this.now(), true);
+    else if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = null;
+    }
   }
 
   #write(

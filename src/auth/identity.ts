@@ -195,6 +195,8 @@ export async function createEmbeddedIdentity(opts: {
   const discovery = discoveryDocument(baseUrl);
 
   const jwks = localJwks(() => gate.run(async () => (await auth.api.getJwks()) as JSONWebKeySet));
+  const trusted = new Set(trustedOrigins(baseUrl));
+  const outage = new OutageLog();
   /**
    * Revoking sessions by what `list-sessions` shows of them. Stored tokens are digests, and a
    * user's session list carries the digest, not the token (no credential in it). better-auth's
@@ -205,8 +207,6 @@ export async function createEmbeddedIdentity(opts: {
    * `revoke-session` with a clear token (the caller's own) stays better-auth's.
    * @returns null when better-auth should answer the request itself.
    */
-  const trusted = new Set(trustedOrigins(baseUrl));
-  const outage = new OutageLog();
   const revokeByDigest = async (request: Request): Promise<Response | null> => {
     if (request.method !== 'POST') return null;
     const path = new URL(request.url).pathname.replace(/\/+$/, '').toLowerCase();
