@@ -11,17 +11,36 @@ export function invalidEnvelope(m: unknown): string | null {
   if (typeof m !== 'object' || m === null || Array.isArray(m)) return 'a message must be a JSON object';
   const o = m as Record<string, unknown>;
   if (o.jsonrpc !== '2.0') return `"jsonrpc" must be "2.0"`;
-  if ('id' in o && typeof o.id !== 'string' && typeof o.id !== 'number') return '"id" must be a string or a number';
+  if ('id' in o && !validId(o.id)) return '"id" must be a string or an integer (MCP request ids)';
   if ('method' in o) {
     if (typeof o.method !== 'string') return '"method" must be a string';
     // JSON-RPC 2.0 allows an array too; MCP's requests and notifications take named params only.
     if ('params' in o && (typeof o.params !== 'object' || o.params === null || Array.isArray(o.params)))
       return '"params" must be an object (MCP takes named params), or left out';
-    return null;
+    return extraMember(o, REQUEST_MEMBERS);
   }
   if (!('id' in o) || !('result' in o || 'error' in o))
     return 'a message needs a "method" (a request or notification), or an "id" with a "result" or "error" (a response)';
-  return null;
+  if ('result' in o && 'error' in o) return 'a response has a "result" or an "error", not both';
+  return extraMember(o, 'result' in o ? RESULT_MEMBERS : ERROR_MEMBERS);
+}
+
+/** The members of each kind of message (MCP's JSON-RPC schemas are strict: no other member). */
+const REQUEST_MEMBERS = new Set(['jsonrpc', 'id', 'method', 'params']);
+const RESULT_MEMBERS = new Set(['jsonrpc', 'id', 'result']);
+const ERROR_MEMBERS = new Set(['jsonrpc', 'id', 'error']);
+
+/** The first member of `o` not in `allowed`, as the reason the message is refused, or null. */
+function extraMember(o: Record<string, unknown>, allowed: ReadonlySet<string>): string | null {
+  const extra = Object.keys(o).find((k) => !allowed.has(k));
+  return extra === undefined
+    ? null
+    : `unknown member ${JSON.stringify(extra)} (a message holds only ${[...allowed].map((k) => `"${k}"`).join(', ')}; put request data in "params")`;
+}
+
+/** An MCP request id: a string or a safe integer (the SDK's RequestIdSchema). */
+function validId(id: unknown): id is string | number {
+  return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id));
 }
 
 /**
@@ -41,8 +60,8 @@ export function repeatedId(messages: readonly unknown[]): string | number | null
   return null;
 }
 
-/** The id of a message, when it has a usable one (for the error answering it). */
+/** The id of a message, when it has a usable one (a string or a safe integer; for the error answering it). */
 export function messageId(m: unknown): string | number | null {
   const id = typeof m === 'object' && m !== null ? (m as { id?: unknown }).id : undefined;
-  return typeof id === 'string' || typeof id === 'number' ? id : null;
+  return validId(id) ? id : null;
 }

@@ -6,7 +6,16 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { isDependencyDown, loggableError, memoRetrying, OutageLog, ServiceError } from '../errors.ts';
 import { invalidEnvelope, messageId, repeatedId } from './envelope.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
-import { PUBLIC_UNMETERED, QUERY_CREDENTIAL_MESSAGE, queryCredential, refusalHeaders, type Access } from '../services/access.ts';
+import {
+  type Caller,
+  MCP_CONTROL_REQUESTS_PER_MINUTE,
+  mcpControlCap,
+  PUBLIC_UNMETERED,
+  QUERY_CREDENTIAL_MESSAGE,
+  queryCredential,
+  refusalHeaders,
+  type Access,
+} from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 
 /**
@@ -29,12 +38,6 @@ export const loadMcpModules: () => Promise<{
 
 /** Host names always accepted in `Host`/`Origin` by /mcp (loopback). */
 export const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'] as const;
-
-/**
- * Other MCP requests (initialize, tools/list, ping, notifications) per caller per minute: they
- * do not count against the API quota, but each builds a server, so they are capped.
- */
-export const MCP_CONTROL_REQUESTS_PER_MINUTE = 120;
 
 /** Most JSON-RPC messages one POST /mcp may carry (a batch); each counts on its own. */
 export const MCP_MAX_BATCH = 50;
@@ -204,7 +207,11 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     }
     if (queryCredential(req.query) !== null) return rpcError(reply, 400, -32600, QUERY_CREDENTIAL_MESSAGE);
   });
-  const control = deps.limiter.budget('mcp-control', MCP_CONTROL_REQUESTS_PER_MINUTE, 60);
+  // One budget per cap (tiers with the same cap share one; a caller's tier change starts a fresh count).
+  const controlBudget = (tier: Caller['tier']) => {
+    const cap = mcpControlCap(tier);
+    return { cap, budget: deps.limiter.budget(cap === MCP_CONTROL_REQUESTS_PER_MINUTE ? 'mcp-control' : `mcp-control-${cap}`, cap, 60) };
+  };
 
   // RFC 9728 protected-resource metadata, at the root and for the /mcp path: none (404 saying so).
   const noOAuth = async () => {
@@ -280,7 +287,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         // (tools/call is counted per call against the API quota, in the tool).
         const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;
         if (controlMessages > 0) {
-          const b = await control.consume(caller.subject, controlMessages);
+          const control = controlBudget(caller.tier);
+          const b = await control.budget.consume(caller.subject, controlMessages);
           if (!b.allowed) {
             reply.header('Retry-After', String(b.retryAfterSec));
             reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
@@ -288,7 +296,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
               reply,
               429,
               -32000,
-              `Too many MCP messages other than tools/call: at most ${MCP_CONTROL_REQUESTS_PER_MINUTE} per minute, each message of a batch counted; retry in ${b.retryAfterSec} s`,
+              `Too many MCP messages other than tools/call: at most ${control.cap} per minute on the ${caller.tier} tier, each message of a batch counted; retry in ${b.retryAfterSec} s (a client that stays connected sends initialize and tools/list once, not before every call)`,
             );
           }
         }

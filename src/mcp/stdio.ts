@@ -1,6 +1,5 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { createInterface } from 'node:readline';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { loggableError, ServiceError } from '../errors.ts';
@@ -33,20 +32,58 @@ export interface StdioDeps {
 }
 
 /**
- * stdin as the SDK's stdio transport reads it, without the lines it would drop unanswered
- * (its read buffer reports them to `onerror` only, and the client waits forever). Each such
- * line is answered on stdout here, whole lines as the transport writes them: not JSON -32700;
- * a batch (not accepted over stdio) or a wrong envelope -32600, with the message's id when it
- * has one. Blank lines are skipped. The other lines pass on unchanged.
+ * Longest message the stdio server reads, bytes: the HTTP endpoint's body limit (Fastify's
+ * default, 1 MiB). A longer line would otherwise be held whole in memory, and past the SDK's
+ * own 10 MiB read buffer it closes the transport, which ends the server unanswered.
  */
-export function screenedStdin(input: Readable, log: Logger, output: Writable = process.stdout): Readable {
+export const STDIO_MAX_MESSAGE_BYTES = 1_048_576;
+
+/** The head and tail of a line kept to find the id of a message too long to read. */
+const ID_WINDOW = 256;
+
+/**
+ * The id of a JSON-RPC request whose line is too long to parse, from its first or last bytes
+ * when it is where clients put it: right after `"jsonrpc": "2.0"` at the start, or the last
+ * member of the object (`..., "id": 7}`: the SDK's order). A nested `"id"` cannot match
+ * either. null when not found.
+ */
+function idOfLongLine(head: string, tail: string): string | number | null {
+  const value = String.raw`(-?\d+|"(?:[^"\\]|\\.){0,200}")`;
+  const m =
+    new RegExp(String.raw`^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*${value}`).exec(head) ??
+    new RegExp(String.raw`[,{]\s*"id"\s*:\s*${value}\s*\}\s*$`).exec(tail);
+  if (!m) return null;
+  try {
+    const id = JSON.parse(m[1]!) as string | number;
+    return typeof id === 'number' && !Number.isSafeInteger(id) ? null : id;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * stdin as the SDK's stdio transport reads it, without the lines it would drop unanswered
+ * (its read buffer reports them to `onerror` only, and the client waits forever) or that would
+ * end it. Each such line is answered on stdout here, whole lines as the transport writes them:
+ * not JSON -32700; a batch (not accepted over stdio), a wrong envelope or a line over
+ * STDIO_MAX_MESSAGE_BYTES -32600, with the message's id when it has one (a long line's is
+ * looked for in its first and last bytes: idOfLongLine; its bytes are dropped as they come,
+ * never held). Lines end at `\n` (a `\r` before it is dropped); blank lines are skipped. The
+ * other lines pass on unchanged.
+ * @param maxBytes longest line read, bytes (default STDIO_MAX_MESSAGE_BYTES; tests).
+ */
+export function screenedStdin(
+  input: Readable,
+  log: Logger,
+  output: Writable = process.stdout,
+  maxBytes = STDIO_MAX_MESSAGE_BYTES,
+): Readable {
   const screened = new PassThrough();
   const answer = (code: number, message: string, id: string | number | null) => {
     log.warn({ code, reason: message }, 'MCP stdio: unreadable message answered');
     output.write(`${JSON.stringify({ jsonrpc: '2.0', id, error: { code, message } })}\n`);
   };
-  const lines = createInterface({ input, crlfDelay: Infinity });
-  lines.on('line', (line) => {
+  const onLine = (line: string) => {
     if (line.trim() === '') return;
     let m: unknown;
     try {
@@ -59,8 +96,60 @@ export function screenedStdin(input: Readable, log: Logger, output: Writable = p
     const why = invalidEnvelope(m);
     if (why) return answer(-32600, `Invalid Request: ${why}; send {"jsonrpc": "2.0", "id": ..., "method": ...}`, messageId(m));
     screened.write(`${line}\n`);
+  };
+  // The line being read: its parts while it fits, else its first and last bytes (`over`).
+  let parts: Buffer[] = [];
+  let size = 0;
+  let over: { head: Buffer; tail: Buffer; bytes: number } | null = null;
+  const endLine = () => {
+    if (over) {
+      const head = over.head.toString('utf8');
+      const tail = over.tail.toString('utf8');
+      answer(
+        -32600,
+        `Invalid Request: the message is ${over.bytes} bytes; at most ${maxBytes} bytes per message (as over HTTP): send smaller arguments`,
+        idOfLongLine(head, tail),
+      );
+    } else if (size > 0) {
+      let line = Buffer.concat(parts, size).toString('utf8');
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      onLine(line);
+    }
+    parts = [];
+    size = 0;
+    over = null;
+  };
+  const take = (piece: Buffer) => {
+    if (piece.length === 0) return;
+    if (!over && size + piece.length <= maxBytes) {
+      parts.push(piece);
+      size += piece.length;
+      return;
+    }
+    if (!over) {
+      const all = Buffer.concat([...parts, piece]);
+      over = { head: Buffer.from(all.subarray(0, ID_WINDOW)), tail: Buffer.from(all.subarray(-ID_WINDOW)), bytes: all.length };
+      parts = [];
+      size = 0;
+      return;
+    }
+    over.bytes += piece.length;
+    over.tail = Buffer.concat([over.tail, piece.subarray(-ID_WINDOW)]).subarray(-ID_WINDOW);
+  };
+  input.on('data', (chunk: Buffer | string) => {
+    const data = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    let start = 0;
+    for (let nl = data.indexOf(10, start); nl !== -1; nl = data.indexOf(10, start)) {
+      take(data.subarray(start, nl));
+      endLine();
+      start = nl + 1;
+    }
+    take(data.subarray(start));
   });
-  lines.on('close', () => screened.end());
+  input.on('end', () => {
+    endLine();
+    screened.end();
+  });
   input.on('error', (e) => screened.destroy(e));
   return screened;
 }

@@ -1,6 +1,6 @@
 import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
 import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt-check.ts';
-import type { Tier } from '../auth/tiers.ts';
+import { TIER_LIMITS, type Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
 import { type Admission, type Budget, type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type CachedKey, type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
@@ -625,4 +625,27 @@ export function refusalHeaders(err: ServiceError, limits: LimitDecision): Record
   const h = rateLimitHeaders(limits);
   if (err.code === 'RATE_LIMITED' && err.details?.retry_after !== undefined) h['Retry-After'] = String(err.details.retry_after);
   return h;
+}
+
+/**
+ * Other MCP requests (initialize, tools/list, ping, notifications) per caller per minute, at
+ * least: they do not count against the API quota, but each builds a server, so they are capped.
+ * A caller's cap is the larger of this and `MCP_CONTROL_PER_CALL` times its tier's tools/calls
+ * per minute (`mcpControlCap`).
+ */
+export const MCP_CONTROL_REQUESTS_PER_MINUTE = 120;
+
+/**
+ * Other MCP messages allowed per tools/call of the tier's per-minute limit: a client that
+ * connects for each call sends `initialize`, `notifications/initialized` and `tools/list`
+ * before its `tools/call`, so the cap must not stop such a client below its tier's quota.
+ */
+export const MCP_CONTROL_PER_CALL = 3;
+
+/**
+ * The per-minute cap on a caller's MCP messages other than tools/call: unauthenticated and
+ * free 120, pro 300, api 1,500 (TIER_LIMITS: 5, 10, 100 and 500 requests per minute).
+ */
+export function mcpControlCap(tier: Tier): number {
+  return Math.max(MCP_CONTROL_REQUESTS_PER_MINUTE, MCP_CONTROL_PER_CALL * TIER_LIMITS[tier].minute);
 }

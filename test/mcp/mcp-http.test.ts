@@ -5,6 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
+import { MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
 import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas/market.ts';
@@ -445,6 +446,23 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal(res.headers.get('x-ratelimit-remaining'), '49');
   });
 
+  test('the cap scales with the tier: an api key may connect for each of its 500 calls a minute', async () => {
+    assert.deepEqual((['unauthenticated', 'free', 'pro', 'api'] as const).map(mcpControlCap), [
+      MCP_CONTROL_REQUESTS_PER_MINUTE,
+      MCP_CONTROL_REQUESTS_PER_MINUTE,
+      300,
+      1500,
+    ]);
+    const auth = { authorization: `Bearer ${await makeKey('mcp-control-api', 'api')}` };
+    const list = (n: number, from: number) => Array.from({ length: n }, (_, i) => ({ jsonrpc: '2.0', id: from + i, method: 'tools/list' }));
+    // 1,500 messages other than tools/call in batches of 50 (3 per call of the tier's 500 a minute)...
+    for (let b = 0; b < 30; b++) assert.equal((await rawMcp(list(50, b * 50), auth)).status, 200, `batch ${b}`);
+    // ...then the cap, which names the tier's figure.
+    const over = await rawMcp(list(1, 1500), auth);
+    assert.equal(over.status, 429);
+    assert.match(((await over.json()) as { error: { message: string } }).error.message, /at most 1500 per minute on the api tier/);
+  });
+
   test('a batch counts each of its messages against the cap, and holds at most MCP_MAX_BATCH', async () => {
     const auth = { authorization: `Bearer ${await makeKey('mcp-batch')}` };
     const list = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ jsonrpc: '2.0', id: from + i, method: 'tools/list' }));
@@ -455,7 +473,7 @@ describe('MCP auth, tiers and limits', () => {
     // 100 of 120 used: a batch of 21 does not fit, and counts nothing; one of 20 does.
     const over = await rawMcp(list(21, 100), auth);
     assert.equal(over.status, 429);
-    assert.match(((await over.json()) as { error: { message: string } }).error.message, /each message of a batch counted; retry in \d+ s$/);
+    assert.match(((await over.json()) as { error: { message: string } }).error.message, /each message of a batch counted; retry in \d+ s \(a client that stays connected/);
     assert.equal((await rawMcp(list(20, 100), auth)).status, 200);
     assert.equal((await rawMcp(list(1, 120), auth)).status, 429);
     const big = await rawMcp(list(MCP_MAX_BATCH + 1), { authorization: `Bearer ${await makeKey('mcp-big-batch')}` });
@@ -478,7 +496,12 @@ describe('MCP auth, tiers and limits', () => {
       [[{ jsonrpc: '2.0', id: 1, method: 'ping' }, 5], null, /a message must be a JSON object/],
       [{ jsonrpc: '2.0', id: 3, method: 7 }, 3, /"method" must be a string/],
       [{ jsonrpc: '2.0', id: 4 }, 4, /needs a "method"/],
-      [{ jsonrpc: '2.0', id: { x: 1 }, method: 'ping' }, null, /"id" must be a string or a number/],
+      [{ jsonrpc: '2.0', id: { x: 1 }, method: 'ping' }, null, /"id" must be a string or an integer/],
+      [{ jsonrpc: '2.0', id: 1.5, method: 'ping' }, null, /"id" must be a string or an integer/],
+      [{ jsonrpc: '2.0', id: 1e300, method: 'ping' }, null, /"id" must be a string or an integer/],
+      [{ jsonrpc: '2.0', id: 10, method: 'ping', foo: 1 }, 10, /unknown member "foo" .*put request data in "params"/],
+      [{ jsonrpc: '2.0', id: 12, method: 'tools/call', params: { name: 'get_assets' }, meta: {} }, 12, /unknown member "meta"/],
+      [{ jsonrpc: '2.0', id: 13, result: {}, error: { code: 1, message: 'x' } }, 13, /not both/],
       [{ jsonrpc: '2.0', id: 6, method: 'ping', params: null }, 6, /"params" must be an object/],
       [{ jsonrpc: '2.0', id: 7, method: 'ping', params: 'x' }, 7, /"params" must be an object/],
       [{ jsonrpc: '2.0', id: 9, method: 'ping', params: [1] }, 9, /"params" must be an object \(MCP takes named params\)/],

@@ -147,6 +147,27 @@ test('a line that is not one JSON-RPC message is answered (-32700 or -32600), no
     const envelope = await next();
     assert.deepEqual([envelope.id, envelope.error?.code], [5, -32600]);
     assert.match(envelope.error!.message, /"method" must be a string/);
+    // A member MCP does not define, or an id that is not an integer: -32600 with the id when usable.
+    send(JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'ping', foo: 1 }));
+    const extra = await next();
+    assert.deepEqual([extra.id, extra.error?.code], [6, -32600]);
+    assert.match(extra.error!.message, /unknown member "foo"/);
+    send(JSON.stringify({ jsonrpc: '2.0', id: 1.5, method: 'ping' }));
+    const fraction = await next();
+    assert.deepEqual([fraction.id, fraction.error?.code], [null, -32600]);
+    // A message over the HTTP body limit (the SDK's order of members: the id last) is refused
+    // with its id, and the server goes on (past the SDK's own 10 MiB buffer it used to exit unanswered).
+    send(
+      JSON.stringify({
+        method: 'tools/call',
+        params: { name: 'get_signals', arguments: { asset: 'x'.repeat(11 * 1024 * 1024) } },
+        jsonrpc: '2.0',
+        id: 7,
+      }),
+    );
+    const long = await next();
+    assert.deepEqual([long.id, long.error?.code], [7, -32600]);
+    assert.match(long.error!.message, /at most 1048576 bytes per message/);
     // A blank line is no message: nothing answers it, the next message is answered next.
     send('');
     // The server goes on: the next good message is answered.
