@@ -473,7 +473,10 @@ describe('MCP auth, tiers and limits', () => {
     // 100 of 120 used: a batch of 21 does not fit, and counts nothing; one of 20 does.
     const over = await rawMcp(list(21, 100), auth);
     assert.equal(over.status, 429);
-    assert.match(((await over.json()) as { error: { message: string } }).error.message, /each message of a batch counted; retry in \d+ s \(a client that stays connected/);
+    assert.match(
+      ((await over.json()) as { error: { message: string } }).error.message,
+      /each message of a batch counted; retry in \d+ s \(a client that stays connected/,
+    );
     assert.equal((await rawMcp(list(20, 100), auth)).status, 200);
     assert.equal((await rawMcp(list(1, 120), auth)).status, 429);
     const big = await rawMcp(list(MCP_MAX_BATCH + 1), { authorization: `Bearer ${await makeKey('mcp-big-batch')}` });
