@@ -20,6 +20,13 @@ export interface PageConfig {
   regimeLevels: readonly string[];
   /** The metrics a thesis condition may test (engine THESIS_METRICS). */
   thesisMetrics: readonly string[];
+  /**
+   * Where the figures come from: `offline` (the bundled historical dataset, whose last day is
+   * `dataAsOf`; the page says how many days before today that is) or `live` (`dataAsOf` null:
+   * each answer carries its own day and staleness).
+   */
+  dataMode: 'offline' | 'live';
+  dataAsOf: string | null;
 }
 
 /** JSON safe inside a `<script type="application/json">` element. */
@@ -60,7 +67,7 @@ export function dashboardHtml(config: PageConfig): string {
 </header>
 <main id="main" tabindex="-1"><p class="muted">Loading...</p></main>
 <footer class="foot">
-<p>Signals are computed point-in-time from the bundled market data; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/readyz">Status</a></p>
+<p>Signals are computed point-in-time from ${config.dataMode === 'offline' ? `the bundled historical dataset (offline mode, data to ${config.dataAsOf})` : 'market data ingested from public APIs'}; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/readyz">Status</a></p>
 </footer>
 </body>
 </html>

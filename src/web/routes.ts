@@ -74,6 +74,9 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
     // Strongest first, like the signal levels: bull, neutral, bear.
     regimeLevels: [...REGIME_ORDER].reverse(),
     thesisMetrics: THESIS_METRICS,
+    // Offline the as-of day is the bundled dataset's last day and never moves.
+    dataMode: deps.services.market.mode,
+    dataAsOf: deps.services.market.mode === 'offline' ? deps.services.market.asOf : null,
   };
   const html = dashboardHtml(config);
   // An asset page for an asset the service does not know is a 404 (the page still renders,

@@ -317,6 +317,88 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
   });
 });
 
+describe('dashboard: data age, double submits, network failures', { skip: SKIP }, () => {
+  let ctx: BrowserContext;
+  let page: Page;
+  let errors: string[];
+
+  before(async () => {
+    if (SKIP) return;
+    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await ctx.newPage();
+    errors = watchErrors(page);
+    // Its own account on the api tier: these steps make more requests than the free tier's 10 a minute.
+    await signUp(page, 'age-and-network@example.com');
+    assert.equal(await svc.keys.setTier('age-and-network@example.com', 'api'), 1);
+  });
+  after(() => ctx?.close());
+
+  test("offline, every page says the figures are the bundled dataset's, with its last day and age", async () => {
+    for (const path of ['/', '/asset/bitcoin', '/chains', '/account']) {
+      await open(page, path);
+      const today = new Date().toISOString().slice(0, 10);
+      const age = Math.round((Date.parse(today) - Date.parse(svc.market.asOf)) / 86_400_000);
+      assert.equal(
+        await page.textContent('#data-note'),
+        `Offline mode: every figure here comes from the bundled historical dataset, which ends on ${svc.market.asOf}, ${age} days before today (${today} UTC). These are not live prices or signals.`,
+        path,
+      );
+      assert.match((await page.textContent('footer')) ?? '', /bundled historical dataset \(offline mode, data to \d{4}-\d{2}-\d{2}\)/);
+    }
+  });
+
+  test('a double click on "Create thesis" creates one; a sub-cent price is shown with its digits, not as $0.0000', async () => {
+    await open(page, '/account');
+    await page.selectOption('#t-asset', 'dogecoin');
+    await page.selectOption('#t-direction', 'long');
+    await page.fill('#t-title', 'one thesis per click');
+    await page.fill('#t-entry', '0.00001234');
+    await page.fill('#t-target', '0.00005');
+    await page.fill('#t-stop', '0.000001');
+    await page.dblclick('#create-thesis');
+    await page.waitForFunction(
+      () => document.querySelector('#create-thesis') && !(document.querySelector('#create-thesis') as HTMLButtonElement).disabled,
+    );
+    await page.locator('#theses-list article.thesis').first().waitFor({ timeout: 30_000 });
+    const mine = page.locator('#theses-list article.thesis', { hasText: 'one thesis per click' });
+    assert.equal(await mine.count(), 1);
+    assert.match((await mine.textContent()) ?? '', /Entry \$0\.00001234 · target \$0\.00005 · stop \$0\.000001/);
+    await mine.getByRole('button', { name: /Delete thesis/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
+    await mine.waitFor({ state: 'detached' });
+    assert.deepEqual(errors, []);
+  });
+
+  test('with the service out of reach, account actions say so and their forms stay usable', async () => {
+    await open(page, '/account');
+    // The network fails for everything the page asks (the request never reaches the service).
+    await page.route(`${base}/**`, (r) => r.abort('internetdisconnected'));
+    try {
+      await page.fill('#key-name', 'cut');
+      await page.click('#generate');
+      const network = /could not be reached \(network error\), so nothing was changed/;
+      await page.waitForFunction(() => /network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+      assert.match((await page.textContent('#key-form ~ .msg')) ?? '', network);
+      assert.equal(await page.isDisabled('#generate'), false, 'the button is usable again');
+      await page.click('#signout');
+      await page.waitForFunction(() => /network error/.test(document.querySelector('#signout-msg')?.textContent ?? ''));
+      assert.ok(await page.isVisible('#who'), 'still signed in, and the page says why');
+    } finally {
+      await page.unroute(`${base}/**`);
+    }
+    // Back online: the same form works.
+    await page.click('#generate');
+    await page.waitForSelector('dialog[open]', { timeout: 30_000 });
+    await page.keyboard.press('Escape');
+    // The failed fetches were answered on the page, none escaped as page errors (the aborted
+    // requests themselves are logged by the browser as failed loads, not counted).
+    assert.deepEqual(
+      errors.filter((e) => !/ERR_INTERNET_DISCONNECTED/.test(e)),
+      [],
+    );
+  });
+});
+
 describe('phone width', { skip: SKIP }, () => {
   test('the overview at 390 px has no horizontal scroll', async () => {
     const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
@@ -330,6 +412,13 @@ describe('phone width', { skip: SKIP }, () => {
       }));
       assert.ok(scrollWidth <= clientWidth, `scrollWidth ${scrollWidth} > clientWidth ${clientWidth}`);
       assert.equal(await page.locator('#signals tbody tr').count(), 11);
+      // The "data as of" column is hidden on a phone: a stale row is marked beside its ticker.
+      const staleRows = await page.$$eval('#signals tbody tr', (trs) =>
+        trs
+          .filter((tr) => (tr.querySelector('td:first-child .stale') as HTMLElement | null)?.offsetParent)
+          .map((tr) => (tr as HTMLElement).dataset.asset),
+      );
+      assert.ok(staleRows.includes('ethereum'), `stale rows shown on the phone: ${staleRows.join(', ')}`);
       // The signals table fits its box: the last visible column (7 d) is not cut.
       const fit = await page.$eval('#signals', (t) => [t.scrollWidth, t.parentElement!.clientWidth]);
       assert.ok(fit[0]! <= fit[1]!, `table ${fit[0]} px in a ${fit[1]} px box`);

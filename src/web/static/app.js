@@ -41,10 +41,13 @@ function h(tag, attrs = {}, ...children) {
 
 const num = (v, digits = 2) =>
   v === null || v === undefined ? '—' : Number(v).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+/** A USD price: whole dollars from $1,000, cents from $1, below that 4 significant digits ($0.2329, $0.00001234): never $0.0000 for a price above zero. */
 function price(v) {
   if (v === null || v === undefined) return '—';
-  const d = v >= 1000 ? 0 : v >= 1 ? 2 : 4;
-  return '$' + Number(v).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+  const n = Number(v);
+  if (n !== 0 && Math.abs(n) < 1) return '$' + n.toLocaleString('en-US', { maximumSignificantDigits: 4 });
+  const d = Math.abs(n) >= 1000 ? 0 : 2;
+  return '$' + n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 }
 function pct(v) {
   if (v === null || v === undefined) return h('span', { class: 'muted', text: 'no data' });
@@ -106,14 +109,21 @@ async function data(path, headers = {}) {
 }
 
 let jwtCache = null;
-/** The signed-in user's JWT (from the session cookie), refreshed a minute before it expires; null when signed out. */
-async function jwt() {
+/**
+ * The signed-in user's JWT (from the session cookie), refreshed a minute before it expires;
+ * null when signed out. With `throwOnNetworkError`, a session check that cannot reach the
+ * service throws instead of reading as signed out.
+ */
+async function jwt({ throwOnNetworkError = false } = {}) {
   if (jwtCache && jwtCache.exp * 1000 - Date.now() > 60_000) return jwtCache.token;
   if (CONFIG.signIn !== 'embedded') return null;
   // The session first (200 with null when signed out), so a signed-out page makes no failing request.
   const session = await fetch('/auth/get-session', { credentials: 'same-origin' })
     .then((r) => (r.ok ? r.json() : null))
-    .catch(() => null);
+    .catch((e) => {
+      if (throwOnNetworkError) throw e;
+      return null;
+    });
   if (!session) return (jwtCache = null);
   const res = await fetch('/auth/token', { credentials: 'same-origin' }).catch(() => null);
   if (!res || !res.ok) return (jwtCache = null);
@@ -125,17 +135,28 @@ async function jwt() {
   return body.token;
 }
 
-/** A call to /api/v1 with the user's JWT: `{ok, status, body, tier}`. */
+/** What a call that could not reach the service answers (fetch rejected: offline, the server down). */
+const NETWORK_ERROR = 'The service could not be reached (network error), so nothing was changed: check your connection and try again.';
+
+/**
+ * A call to /api/v1 with the user's JWT: `{ok, status, body, tier}`. Never throws: when the
+ * service cannot be reached, `{ok: false, status: 0}` with NETWORK_ERROR as the message, so
+ * every caller shows it and re-enables its form.
+ */
 async function api(method, path, body) {
-  const token = await jwt();
-  if (!token) return { ok: false, status: 401, body: { error: { message: 'You are signed out: sign in again.' } } };
-  const res = await fetch(`/api/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const json = await res.json().catch(() => null);
-  return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
+  try {
+    const token = await jwt({ throwOnNetworkError: true });
+    if (!token) return { ok: false, status: 401, body: { error: { message: 'You are signed out: sign in again.' } } };
+    const res = await fetch(`/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = await res.json().catch(() => null);
+    return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
+  } catch {
+    return { ok: false, status: 0, body: { error: { message: NETWORK_ERROR } } };
+  }
 }
 const errorOf = (r) => r.body?.error?.message ?? r.body?.message ?? `Failed (HTTP ${r.status})`;
 
@@ -279,7 +300,26 @@ function signalsTable(d, asOf) {
         const tr = h(
           'tr',
           { class: 'link-row', dataset: { asset: s.asset }, onclick: (e) => e.target.tagName !== 'A' && (location.href = href) },
-          h('td', {}, h('a', { href }, s.symbol), h('span', { class: 'muted hide-narrow' }, ' ', s.name)),
+          h(
+            'td',
+            {},
+            h('a', { href }, s.symbol),
+            h('span', { class: 'muted hide-narrow' }, ' ', s.name),
+            // On a phone the "data as of" column is hidden: the stale mark moves here.
+            // (Inside a wrapper: a cell holding .stale itself wraps with a wide minimum width.)
+            s.stale
+              ? h(
+                  'span',
+                  { class: 'show-narrow' },
+                  h(
+                    'span',
+                    { class: 'stale', title: `stale: ${s.stale_reason ?? ''}` },
+                    h('span', { 'aria-hidden': 'true', text: '⚠' }),
+                    h('span', { class: 'sr-only', text: 'stale' }),
+                  ),
+                )
+              : null,
+          ),
           h('td', {}, level(s.signal)),
           h('td', { class: 'num', text: num(s.score, 3) }),
           h('td', { class: 'num hide-narrow', text: num(s.confidence, 2) }),
@@ -1062,6 +1102,7 @@ function thesesSection(assets) {
   const msg = h('p', { class: 'msg', role: 'status' });
   const list = h('div', { id: 'theses-list' });
   const conds = h('div', { id: 'conditions' });
+  const submit = h('button', { type: 'submit', id: 'create-thesis', text: 'Create thesis' });
   const field = (id, label, input) => h('label', { for: id }, label, input);
   const form = h(
     'form',
@@ -1106,7 +1147,7 @@ function thesesSection(assets) {
         onclick: () => conditionRow(conds, lacking),
       }),
     ),
-    h('div', { class: 'row' }, h('button', { type: 'submit', text: 'Create thesis' })),
+    h('div', { class: 'row' }, submit),
     msg,
   );
   const val = (id) => form.querySelector(`#${id}`).value.trim();
@@ -1142,7 +1183,11 @@ function thesesSection(assets) {
       horizon_days: numOrNull('t-horizon'),
       conditions,
     };
+    // One thesis per click: the button is off until the answer (a double click made two).
+    submit.disabled = true;
+    say(msg, '');
     const r = await api('POST', '/thesis', body);
+    submit.disabled = false;
     if (!r.ok) return say(msg, errorOf(r), 'error');
     say(msg, 'Thesis created.', 'ok');
     form.reset();
@@ -1314,19 +1359,23 @@ async function renderAccount() {
     id: 'signout',
     text: 'Sign out',
     onclick: async () => {
-      await fetch('/auth/sign-out', {
+      const res = await fetch('/auth/sign-out', {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'content-type': 'application/json' },
         body: '{}',
-      });
+      }).catch(() => null);
+      // Still signed in when the service was not reached or refused: say so, keep the page.
+      if (!res || !res.ok)
+        return sayAndFocus(signOutMsg, res ? `Sign-out failed (HTTP ${res.status}): try again.` : NETWORK_ERROR, 'error');
       jwtCache = null;
       await accountPage({ focus: true });
     },
   });
+  const signOutMsg = h('span', { class: 'msg', role: 'status', id: 'signout-msg' });
   main.replaceChildren(
     h('h1', { text: 'Account' }),
-    h('p', {}, 'Signed in as ', h('strong', { id: 'who', text: jwtCache.email }), ' ', signOut),
+    h('p', {}, 'Signed in as ', h('strong', { id: 'who', text: jwtCache.email }), ' ', signOut, ' ', signOutMsg),
     keysSection(
       h('p', {
         class: 'small muted',
@@ -1338,6 +1387,24 @@ async function renderAccount() {
 }
 
 // ---------------------------------------------------------------- router
+
+/**
+ * Offline, a note above every page that the figures are the bundled dataset's, with its last
+ * day and how many days before today (UTC) that is: the answers themselves are judged fresh
+ * against that day, so without it a reader would take them for today's (PageConfig.dataMode).
+ */
+function dataNote() {
+  if (CONFIG.dataMode !== 'offline' || !CONFIG.dataAsOf) return;
+  const today = new Date().toISOString().slice(0, 10);
+  const age = Math.max(0, daysBetween(CONFIG.dataAsOf, today));
+  const note = h(
+    'p',
+    { class: 'data-note', id: 'data-note', role: 'note' },
+    h('strong', { text: 'Offline mode: ' }),
+    `every figure here comes from the bundled historical dataset, which ends on ${CONFIG.dataAsOf}, ${age} day${age === 1 ? '' : 's'} before today (${today} UTC). These are not live prices or signals.`,
+  );
+  main.before(note);
+}
 
 async function route() {
   const path = location.pathname.replace(/\/+$/, '') || '/';
@@ -1364,4 +1431,5 @@ async function route() {
   performance.mark('dashboard-ready');
 }
 
+dataNote();
 route();
