@@ -79,7 +79,11 @@ export function chainNotFound(asked: string, chains: readonly { chain: string; n
 
 /**
  * PostgreSQL error classes and client errors that mean the database is unreachable, gone or
- * too slow: 57014 statement_timeout, 55P03 lock_timeout, 25P03 idle_in_transaction_session_timeout.
+ * too slow: 57014 statement_timeout, 55P03 lock_timeout, 25P03 idle_in_transaction_session_timeout,
+ * 57P01-57P04 shutdown, crash, cannot connect now, database dropped, 3D000 no such database,
+ * 28000/28P01 the role may not log in or its password is refused (class 08, connection
+ * exceptions, and class 53, insufficient resources such as too many connections or a full disk,
+ * are matched by prefix; 55000 only as "not currently accepting connections").
  */
 const DB_DOWN_CODES = new Set([
   '57014',
@@ -93,8 +97,10 @@ const DB_DOWN_CODES = new Set([
   '57P01',
   '57P02',
   '57P03',
+  '57P04',
   '3D000',
-  '53300',
+  '28000',
+  '28P01',
 ]);
 
 /**
@@ -109,8 +115,10 @@ export function isDependencyDown(err: unknown): boolean {
     e = e.cause as typeof e, depth++
   ) {
     const code = typeof e.code === 'string' ? e.code : '';
-    if (DB_DOWN_CODES.has(code) || code.startsWith('08')) return true;
     const msg = typeof e.message === 'string' ? e.message : '';
+    if (DB_DOWN_CODES.has(code) || /^(08|53)/.test(code)) return true;
+    // ALTER DATABASE ... ALLOW_CONNECTIONS false (55000 is otherwise a programming error).
+    if (code === '55000' && /not currently accepting connections/i.test(msg)) return true;
     if (
       /Cannot use a pool after calling end|Connection terminated|connect ECONNREFUSED|PGlite is closed|Query read timeout|timeout exceeded when trying to connect/i.test(
         msg,

@@ -4,7 +4,8 @@ import type { Config } from './config.ts';
 
 /**
  * The logger of the process: pino, JSON lines to `stream`, default stdout. Authorization
- * and cookie headers are redacted should a request's headers ever be logged.
+ * and cookie headers are redacted should a request's headers ever be logged, and so are the arguments
+ * of a failed Redis command an ioredis error carries (AUTH's is the password).
  * @param opts.sync for the default stdout destination only (ignored when `stream` is given):
  *   true (default) writes each line at once; false buffers them (see below; `serve` uses it).
  */
@@ -14,7 +15,15 @@ export function createLogger(level: Config['LOG_LEVEL'], stream?: NodeJS.Writabl
       level,
       // No wildcard paths: they cost on every line.
       redact: {
-        paths: ['req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie'],
+        paths: [
+          'req.headers.authorization',
+          'req.headers.cookie',
+          'headers.authorization',
+          'headers.cookie',
+          // ioredis errors carry the failed command with its arguments: AUTH's is the password.
+          'err.command.args',
+          'err.cause.command.args',
+        ],
         censor: '[redacted]',
       },
     },

@@ -97,6 +97,18 @@ export const DEFAULT_DB_TIMEOUTS: DbTimeouts = { connect: 700, query: 700, state
 const JOB_TIMEOUT_MS = 120_000;
 
 /**
+ * Gives a new pooled connection an 'error' listener of its own for its whole life. pg's pool
+ * listens only while a client is idle; a client checked out (a transaction) whose connection
+ * the server ends (a restart, a failover, pg_terminate_backend) emits 'error', and with no
+ * listener Node throws it: the process exited 1. The query in flight still rejects
+ * ("Connection terminated unexpectedly", classified as the database being down), and the pool
+ * drops the dead client when it is released.
+ */
+function ignoreClientErrors(client: { on(event: 'error', listener: (err: Error) => void): unknown }): void {
+  client.on('error', () => {});
+}
+
+/**
  * Opens the database: PostgreSQL when `databaseUrl` is set, otherwise the embedded PGlite
  * database in `pgliteDir` (created at first use; `memory://` keeps it in memory), then
  * applies the migrations. The same schema and migrations run on both. On PostgreSQL every
@@ -127,6 +139,7 @@ export async function openDatabase(opts: {
       idle_in_transaction_session_timeout: JOB_TIMEOUT_MS,
     });
     jobsPool.on('error', () => {});
+    jobsPool.on('connect', ignoreClientErrors);
     // Several instances may start at once: serialize migrations with an advisory lock.
     try {
       const client = await jobsPool.connect();
@@ -152,6 +165,7 @@ export async function openDatabase(opts: {
     });
     // Errors on idle clients (server restart) must not crash the process; queries will fail and be reported.
     pool.on('error', () => {});
+    pool.on('connect', ignoreClientErrors);
     const db = drizzle({ client: pool, schema }) as unknown as Db;
     const jobs = drizzle({ client: jobsPool, schema }) as unknown as Db;
     const coordination = pgCoordination(

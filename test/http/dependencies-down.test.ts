@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { createService } from '../../src/server.ts';
 import { startTestIdp } from '../helpers/idp.ts';
+import { Redis } from 'ioredis';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
+import { privateServerUnavailable, startPrivateRedis } from '../helpers/faults.ts';
 
 describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', async () => {
   const pgUp = await postgresAvailable();
@@ -77,4 +79,45 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
       await svc.stop();
     }
   });
+
+  const noRedis = privateServerUnavailable('redis');
+  test(
+    'a Redis that refuses the password: the service starts on memory limits, and the password is not logged',
+    { skip: noRedis ?? false },
+    async () => {
+      const redis = await startPrivateRedis();
+      const lines: string[] = [];
+      const logStream = new Writable({
+        write: (c, _e, cb) => {
+          lines.push(c.toString());
+          cb();
+        },
+      });
+      let svc: Awaited<ReturnType<typeof createService>> | undefined;
+      try {
+        const admin = new Redis(redis.url);
+        await admin.config('SET', 'requirepass', 'the-right-one');
+        admin.disconnect();
+        const wrong = 'wrong-pw-3f9a1c';
+        svc = await createService(testConfig({ REDIS_URL: redis.url.replace('redis://', `redis://:${wrong}@`), LOG_LEVEL: 'info' }), {
+          logStream,
+        });
+        await svc.app.ready();
+        const deadline = Date.now() + 10_000;
+        while (!lines.some((l) => l.includes('Redis unavailable'))) {
+          assert.ok(Date.now() < deadline, 'no Redis warning logged');
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        const warning = lines.find((l) => l.includes('Redis unavailable'))!;
+        // ioredis's error carries the AUTH command and its arguments: those are redacted.
+        assert.match(warning, /"args":"\[redacted\]"/);
+        assert.ok(!lines.some((l) => l.includes(wrong)), 'the password appears in the log');
+        const r = await svc.app.inject({ method: 'GET', url: '/api/v1/assets' });
+        assert.equal(r.statusCode, 200);
+      } finally {
+        await svc?.stop();
+        await redis.stop();
+      }
+    },
+  );
 });
