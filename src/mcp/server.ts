@@ -7,7 +7,6 @@ import {
   LATEST_PROTOCOL_VERSION,
   type InitializeResult,
   ListToolsRequestSchema,
-  McpError,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
@@ -70,7 +69,12 @@ function withInvalidParams<S extends typeof CallToolRequestSchema | typeof ListT
         if (parsed.success) return parsed.data;
         const issue = parsed.error.issues[0];
         const where = issue?.path.length ? `'params.${issue.path.join('.')}'` : "'params'";
-        throw new McpError(ErrorCode.InvalidParams, `Invalid ${method} params: ${where}: ${issue?.message ?? 'invalid value'}. ${hint}`);
+        // Not an McpError: its message starts "MCP error -32602: ", and SDK clients prefix
+        // the same again ("MCP error -32602: MCP error -32602: ..."). The SDK answers any
+        // thrown error by its `code` and `message`.
+        throw Object.assign(new Error(`Invalid ${method} params: ${where}: ${issue?.message ?? 'invalid value'}. ${hint}`), {
+          code: ErrorCode.InvalidParams,
+        });
       }),
   });
 }
@@ -104,17 +108,19 @@ function toolList(status: Served<StatusData>): { tools: Tool[] } {
       const shown = stale.slice(0, 6).map((x) => `${x.series} (newest ${x.newest_date})`);
       const empty = s.series.filter((x) => x.newest_date === null && kinds.includes(x.kind));
       const line =
-        `Data freshness: as of ${s.as_of} (${s.mode === 'live' ? 'live data, judged against ' + s.reference_date : 'bundled dataset, offline'}); ` +
+        (s.mode === 'live'
+          ? `Data freshness: live data as of ${s.as_of}, judged against ${s.reference_date}; `
+          : `Data freshness: NOT live data: the bundled historical dataset (offline mode), which ends on ${s.as_of}; judged against that day, `) +
         (stale.length
-          ? `stale: ${shown.join(', ')}${stale.length > shown.length ? ` and ${stale.length - shown.length} more` : ''}`
-          : 'no stale series') +
+          ? `stale among the series this tool reads: ${shown.join(', ')}${stale.length > shown.length ? ` and ${stale.length - shown.length} more` : ''}`
+          : 'no series this tool reads is stale') +
         (empty.length
           ? `; ${empty.length} series hold no data (gaps: ${empty
               .slice(0, 3)
               .map((x) => x.series)
               .join(', ')}${empty.length > 3 ? ', ...' : ''})`
           : '') +
-        '; GET /api/v1/status has every series. This is the freshness when the list was made: each result says the age of its data.';
+        '; the REST API lists every series at GET /api/v1/status. This is the freshness when the list was made: each result says the age of its data in days.';
       return { ...e, description: `${e.description ?? ''}\n\n${line}` };
     }),
   };

@@ -108,12 +108,16 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     }
     // Each description ends with the freshness of the data the tool answers from (GET /status).
     for (const t of tools)
-      assert.match(t.description!, /Data freshness: as of 2025-09-30 \(bundled dataset, offline\); .*GET \/api\/v1\/status/, t.name);
+      assert.match(
+        t.description!,
+        /Data freshness: NOT live data: the bundled historical dataset \(offline mode\), which ends on 2025-09-30; judged against that day, .*GET \/api\/v1\/status/,
+        t.name,
+      );
     const chains = tools.find((t) => t.name === 'get_chain_health')!;
-    assert.match(chains.description!, /stale: .*metric:eth:tvl \(newest 2025-08-02\)/);
+    assert.match(chains.description!, /stale among the series this tool reads: .*metric:eth:tvl \(newest 2025-08-02\)/);
     // Series with no data are named as gaps, not passed over as fresh.
     assert.match(chains.description!, /; \d+ series hold no data \(gaps: .*metric:eth:dex_volume/);
-    assert.match(tools.find((t) => t.name === 'get_market_regime')!.description!, /no stale series/);
+    assert.match(tools.find((t) => t.name === 'get_market_regime')!.description!, /no series this tool reads is stale/);
     const hist = tools.find((t) => t.name === 'get_signal_history')!;
     const days = (hist.inputSchema.properties as any).days;
     assert.equal(days.minimum, 1);
@@ -259,6 +263,11 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const bad = toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days: 0 } })) as CallToolResult);
     assert.equal(bad.code, 'INVALID_PARAMETER');
     assert.match(bad.message, /days/);
+    // Every out-of-range or non-integer value gets REST's message with the real bounds.
+    for (const days of [0, 30.5, 1e308, 9007199254740992]) {
+      const e = toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days } })) as CallToolResult);
+      assert.equal(e.message, "Invalid argument 'days': must be an integer from 1 to 365", String(days));
+    }
     assert.equal(
       toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', limit: 201 } })) as CallToolResult).code,
       'INVALID_PARAMETER',
@@ -558,7 +567,8 @@ describe('MCP auth, tiers and limits', () => {
       const body = (await res.json()) as { id: number; error: { code: number; message: string } };
       assert.equal(body.error.code, -32602, JSON.stringify(body));
       assert.equal(body.id, 9);
-      assert.match(body.error.message, /Invalid initialize params: 'params(\.protocolVersion)?': .*Send \{"protocolVersion"/);
+      // The message itself, without the "MCP error -32602: " that SDK clients put before it.
+      assert.match(body.error.message, /^Invalid initialize params: 'params(\.protocolVersion)?': .*Send \{"protocolVersion"/);
     }
     const ok = await rawMcp(
       {

@@ -125,6 +125,16 @@ export const HistoryEnd = InputDay.refine((d) => d >= HISTORY_EPOCH, {
   error: `is before ${HISTORY_EPOCH}: the stored history starts later; give a later day`,
 }).describe('Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with next_end from the previous answer');
 
+/**
+ * An integer argument from `min` to `max`, every failure with the same message as REST's
+ * query parameter (`must be an integer from 1 to 365`): zod's own for 1e308 or 30.5 quoted
+ * the safe-integer bound or "expected int".
+ */
+function intFromTo(min: number, max: number) {
+  const error = `must be an integer from ${min} to ${max}`;
+  return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+}
+
 export const getSignalHistory = defineOperation({
   name: 'getSignalHistory',
   tag: 'signals',
@@ -135,14 +145,8 @@ export const getSignalHistory = defineOperation({
   errors: ['NOT_FOUND'],
   input: z.object({
     asset: AssetArg,
-    days: z
-      .number()
-      .int()
-      .min(1)
-      .max(365)
-      .default(30)
-      .describe('History period in days, ending at `end` (default: the as-of day) (1..365)'),
-    limit: z.number().int().min(1).max(200).default(50).describe('Maximum number of entries (1..200)'),
+    days: intFromTo(1, 365).default(30).describe('History period in days, ending at `end` (default: the as-of day) (1..365)'),
+    limit: intFromTo(1, 200).default(50).describe('Maximum number of entries (1..200)'),
     end: HistoryEnd.optional(),
   }),
   output: HistoryDataSchema,
