@@ -97,6 +97,7 @@ export async function createService(
           secret,
           audience: config.AUTH_AUDIENCE,
           log: core.log,
+          sharedDatabase: core.database.kind === 'postgres',
         });
         logPhase(core.log, 'identity', 'embedded identity provider ready', t0, { issuer: real.issuer });
         return real;

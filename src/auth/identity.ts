@@ -85,7 +85,9 @@ export const IDP_JWT_TTL = '15m';
  * @param opts.log the process logger (better-auth's messages go through it, as JSON).
  * @returns the request handler, the discovery document, issuer, audience and the key getter
  *   to verify the JWTs it issues.
- * @throws when the database cannot be read (e.g. the migrations did not run).
+ * @param opts.sharedDatabase true on PostgreSQL: see retireUndecryptableKeys.
+ * @throws when the database cannot be read (e.g. the migrations did not run);
+ *   AuthSecretMismatchError on a shared database whose live signing key this secret cannot decrypt.
  */
 export async function createEmbeddedIdentity(opts: {
   db: Db;
@@ -95,6 +97,8 @@ export async function createEmbeddedIdentity(opts: {
   secret: string;
   audience: string;
   log: Logger;
+  /** True on PostgreSQL (instances may share the database): a signing key this secret cannot decrypt is refused, not retired (AuthSecretMismatchError). */
+  sharedDatabase?: boolean;
 }): Promise<EmbeddedIdentity> {
   const baseUrl = opts.baseUrl.replace(/\/+$/, '');
   const origin = new URL(baseUrl).origin;
@@ -187,7 +191,7 @@ export async function createEmbeddedIdentity(opts: {
   const startup = opts.jobsDb ?? opts.db;
   await gate.run(async () => {
     const ctx = await auth.$context;
-    await retireUndecryptableKeys(startup, ctx.secretConfig, log);
+    await retireUndecryptableKeys(startup, ctx.secretConfig, log, opts.sharedDatabase ?? false);
     // Sessions stored in clear before digests: unusable now (lookups digest the token); removed.
     await startup.delete(authSession).where(sql`${authSession.token} !~ ${SESSION_DIGEST_PATTERN}`);
   });
@@ -307,17 +311,39 @@ function trustedOrigins(baseUrl: string): string[] {
 }
 
 /**
+ * The secret of this instance cannot decrypt the signing keys in a database other instances
+ * share (PostgreSQL): its AUTH_SECRET differs from theirs. The message says what to do.
+ */
+export class AuthSecretMismatchError extends Error {
+  override name = 'AuthSecretMismatchError';
+}
+
+/**
  * Sets `expires_at = now` on the live signing keys whose private part the current secret
  * cannot decrypt, so better-auth creates a new key instead of failing to sign; their public
- * parts stay published during the grace period.
+ * parts stay published during the grace period. On a `shared` database (PostgreSQL, several
+ * instances) such a key is most likely another instance's, made under the deployment's
+ * AUTH_SECRET: retiring it would stop those instances from issuing tokens (they cannot
+ * decrypt the key made here either), so nothing is changed and AuthSecretMismatchError is
+ * thrown instead (the identity provider of this instance is then unavailable, logged).
  */
-async function retireUndecryptableKeys(db: Db, secret: Parameters<typeof symmetricDecrypt>[0]['key'], log: Logger): Promise<void> {
+async function retireUndecryptableKeys(
+  db: Db,
+  secret: Parameters<typeof symmetricDecrypt>[0]['key'],
+  log: Logger,
+  shared: boolean,
+): Promise<void> {
   const now = new Date();
   for (const row of await db.select().from(authJwks)) {
     if (row.expiresAt && row.expiresAt <= now) continue;
     try {
       await symmetricDecrypt({ key: secret, data: JSON.parse(row.privateKey) as string });
     } catch {
+      if (shared)
+        throw new AuthSecretMismatchError(
+          `identity provider: AUTH_SECRET cannot decrypt the signing key ${row.id} in the shared database, which another instance made: give every instance the same AUTH_SECRET. ` +
+            'To change the secret of the deployment on purpose, stop every instance, retire the live keys (SQL: UPDATE auth_jwks SET expires_at = now() WHERE expires_at IS NULL OR expires_at > now()), then start them all with the new secret.',
+        );
       await db.update(authJwks).set({ expiresAt: now }).where(eq(authJwks.id, row.id));
       log.warn(
         { kid: row.id },

@@ -363,6 +363,50 @@ test('a changed secret retires the undecryptable signing key: new tokens get a n
   }
 });
 
+test('on PostgreSQL, an instance with another AUTH_SECRET leaves the shared signing key alone and says why; the others keep issuing tokens', async (t) => {
+  if (!(await postgresAvailable())) return void t.skip(PG_SKIP);
+  const tmp = await createTempPgDatabase();
+  const url = 'http://shared.idp.test';
+  const lines: string[] = [];
+  const logStream = new (await import('node:stream')).Writable({
+    write: (c, _e, cb) => {
+      lines.push(c.toString());
+      cb();
+    },
+  });
+  let a: Service | null = null;
+  let b: Service | null = null;
+  try {
+    a = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'a'.repeat(40) }), { publicUrl: url });
+    const email = 'erin@example.com';
+    const password = 'erin password 123';
+    const at = (svc: Service, method: 'GET' | 'POST', path: string, headers: Record<string, string> = {}, payload?: object) =>
+      svc.app.inject({ method, url: path, headers, payload, remoteAddress: '10.4.5.6' });
+    assert.equal((await at(a, 'POST', '/auth/sign-up/email', {}, { name: 'Erin', email, password })).statusCode, 200);
+    const tokenOn = async (svc: Service) => {
+      const signed = await at(svc, 'POST', '/auth/sign-in/email', {}, { email, password });
+      if (signed.statusCode !== 200) return signed.statusCode;
+      return (await at(svc, 'GET', '/auth/token', { authorization: `Bearer ${(signed.json() as { token: string }).token}` })).statusCode;
+    };
+    assert.equal(await tokenOn(a), 200, 'A issues a JWT (its signing key is made)');
+    b = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'b'.repeat(40), LOG_LEVEL: 'info' }), {
+      publicUrl: url,
+      logStream,
+    });
+    // B's identity provider is refused: /auth answers 500, the log says what to do.
+    assert.equal(await tokenOn(b), 500);
+    const line = lines.find((l) => l.includes('identity provider could not be created'));
+    assert.ok(line, 'the refusal is logged');
+    assert.match(line, /AUTH_SECRET cannot decrypt the signing key .* give every instance the same AUTH_SECRET/);
+    // The shared key was not retired: A goes on signing with it.
+    assert.equal(await tokenOn(a), 200, 'A still issues JWTs');
+  } finally {
+    await b?.stop();
+    await a?.stop();
+    await tmp.drop();
+  }
+});
+
 test('on PostgreSQL: sign up, JWT, key, and the password hash at rest', async (t) => {
   if (!(await postgresAvailable())) return void t.skip(PG_SKIP);
   const tmp = await createTempPgDatabase();
