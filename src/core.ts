@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { ConfigError, type Config } from './config.ts';
-import { loggableError } from './errors.ts';
+import { loggableError, OutageLog } from './errors.ts';
 import { runBackfill, type BackfillResult } from './jobs/backfill.ts';
 import { importBundledDataset } from './jobs/import-dataset.ts';
 import type { IngestRound, IngestSchedule } from './jobs/ingest.ts';
@@ -228,10 +228,12 @@ export async function createCore(
       theses: new ThesisRepo(database.db),
       history,
     };
+    const usageFlushOutage = new OutageLog(60_000);
     usage = new UsageTracker(
       repos.keys,
       config.USAGE_FLUSH_MS,
-      (e) => log.error({ err: loggableError(e) }, 'usage flush failed; will retry'),
+      // During a database outage every flush fails: the first is logged, then one line a minute with the count.
+      (e) => usageFlushOutage.error(log, loggableError(e), 'usage flush failed; will retry'),
       config.USAGE_FLUSH_CHUNK,
       config.USAGE_FLUSH_SHARE,
     );

@@ -51,6 +51,14 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
       // Two 503s a moment apart: one error line for the outage, not one per request (errors.ts, OutageLog).
       assert.equal(lines.filter((l) => l.includes('dependency unavailable')).length, 1, log);
       assert.doesNotMatch(log, /params:/);
+      // The usage flush fails on every attempt while the database is gone: one line, not one per flush.
+      const keyId = k.json().data.id as string;
+      for (let i = 0; i < 3; i++) {
+        svc.usage.record(keyId);
+        await svc.usage.flush();
+      }
+      assert.equal(lines.filter((l) => l.includes('usage flush failed')).length, 1, lines.join(''));
+      assert.equal(svc.usage.pending(keyId, new Date().toISOString().slice(0, 10)).requests, 3, 'the counts are kept for the next flush');
     } finally {
       await svc.stop().catch(() => {});
       await idp.close();
