@@ -117,8 +117,9 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
           await new Promise((r) => setTimeout(r, 50));
         }
         const warning = lines.find((l) => l.includes('Redis unavailable'))!;
-        // ioredis's error carries the AUTH command and its arguments: those are redacted.
-        assert.match(warning, /"args":"\[redacted\]"/);
+        // ioredis's error carries the AUTH command and its arguments: those are redacted. (On a
+        // loaded machine the first error logged can be a connection timeout, without a command.)
+        if (warning.includes('"command"')) assert.match(warning, /"args":"\[redacted\]"/);
         assert.ok(!lines.some((l) => l.includes(wrong)), 'the password appears in the log');
         const r = await svc.app.inject({ method: 'GET', url: '/api/v1/assets' });
         assert.equal(r.statusCode, 200);
