@@ -8,7 +8,6 @@ import { invalidEnvelope, messageId, repeatedId } from './envelope.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import {
   type Caller,
-  MCP_CONTROL_REQUESTS_PER_MINUTE,
   mcpControlCap,
   PUBLIC_UNMETERED,
   QUERY_CREDENTIAL_MESSAGE,
@@ -74,11 +73,23 @@ export function hostName(v: string): string | null {
   }
 }
 
-function rpcError(reply: FastifyReply, status: number, code: number, message: string, id: string | number | null = null): FastifyReply {
+/**
+ * A JSON-RPC error answered over HTTP: `{jsonrpc, error: {code, message, data?}, id}` with the
+ * HTTP `status`. `data` carries the REST error's code and details where there is one (e.g. a
+ * 429's `{code: 'RATE_LIMITED', window, limit, reset, retry_after, scope}`).
+ */
+function rpcError(
+  reply: FastifyReply,
+  status: number,
+  code: number,
+  message: string,
+  id: string | number | null = null,
+  data?: Record<string, unknown>,
+): FastifyReply {
   return reply
     .code(status)
     .type('application/json')
-    .send(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id }));
+    .send(JSON.stringify({ jsonrpc: '2.0', error: data ? { code, message, data } : { code, message }, id }));
 }
 
 function webHeaders(h: IncomingHttpHeaders): Headers {
@@ -127,8 +138,9 @@ export async function handleMcpRequest(
 }
 
 /**
- * A refused authentication as an HTTP response: the JSON-RPC error (`data`: `{code, reason}`)
- * with the client address's rate-limit headers and `Retry-After` on a 429.
+ * A refused authentication as an HTTP response: the JSON-RPC error (`data`: `{code, reason}`,
+ * or on a 429 `{code, window, limit, reset, retry_after, scope?}` as REST's details) with the
+ * client address's rate-limit headers and `Retry-After` on a 429.
  *
  * A refused credential (bad header, malformed, unknown or revoked key, a JWT) is 403, not 401:
  * in MCP a 401 means "get an OAuth access token" (MCP authorization 2025-06-18, which points
@@ -144,7 +156,11 @@ export async function handleMcpRequest(
 function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
   reply.headers(refusalHeaders(err, limits));
   const status = err.code === 'UNAUTHORIZED' ? 403 : err.status;
-  const data = { code: err.code, ...(typeof err.details?.reason === 'string' && { reason: err.details.reason }) };
+  // A 429 (the address's failed-auth budget) carries REST's details: window, limit, reset, retry_after, scope.
+  const data =
+    err.code === 'RATE_LIMITED' && err.details
+      ? { code: err.code, ...err.details }
+      : { code: err.code, ...(typeof err.details?.reason === 'string' && { reason: err.details.reason }) };
   return reply
     .code(status)
     .type('application/json')
@@ -210,7 +226,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   // One budget per cap (tiers with the same cap share one; a caller's tier change starts a fresh count).
   const controlBudget = (tier: Caller['tier']) => {
     const cap = mcpControlCap(tier);
-    return { cap, budget: deps.limiter.budget(cap === MCP_CONTROL_REQUESTS_PER_MINUTE ? 'mcp-control' : `mcp-control-${cap}`, cap, 60) };
+    return { cap, budget: deps.limiter.budget(`mcp-control-${cap}`, cap, 60) };
   };
 
   // RFC 9728 protected-resource metadata, at the root and for the /mcp path: none (404 saying so).
@@ -297,6 +313,15 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
               429,
               -32000,
               `Too many MCP messages other than tools/call: at most ${control.cap} per minute on the ${caller.tier} tier, each message of a batch counted; retry in ${b.retryAfterSec} s (a client that stays connected sends initialize and tools/list once, not before every call)`,
+              messages.length === 1 ? messageId(messages[0]) : null,
+              {
+                code: 'RATE_LIMITED',
+                window: 'minute',
+                limit: control.cap,
+                reset: new Date(Date.now() + b.resetSec * 1000).toISOString(),
+                retry_after: b.retryAfterSec,
+                scope: 'mcp-control',
+              },
             );
           }
         }
@@ -316,8 +341,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         });
         return handleMcpRequest(server, req, reply, async () => rateLimitHeaders(decision ?? (await deps.access.peek(caller))));
       });
-      mcp.get('/', { schema: { hide: true } }, notAllowed);
-      mcp.delete('/', { schema: { hide: true } }, notAllowed);
+      // Every other method gets the same 405 (PUT and PATCH were a REST 404 envelope).
+      mcp.route({ method: ['GET', 'DELETE', 'PUT', 'PATCH'], url: '/', schema: { hide: true }, handler: notAllowed });
     },
     { prefix: '/mcp' },
   );

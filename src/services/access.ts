@@ -116,9 +116,12 @@ export const USER_REQUESTS_PER_MINUTE = 30;
  */
 export const ACCOUNT_LIMITER = 'acct';
 
-/** How to get an API key, appended to the refusals that need one. */
+/**
+ * How to get an API key and send it, appended to the refusals that need one; the same text
+ * serves REST, MCP over HTTP and MCP over stdio (where the key is an environment variable).
+ */
 const GET_A_KEY =
-  'sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...';
+  'sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_... (MCP over stdio: set MARKET_INTEL_API_KEY)';
 
 /**
  * How to get a JWT (README, "API keys"): the /signin page keeps it in the browser (the
@@ -141,7 +144,7 @@ function waitFor(retryAfterSec: number): string {
  * (`svc_live_` + 4 characters, as in key lists), never in full.
  */
 export const MESSAGES = {
-  keyRequired: `This operation needs an API key: ${GET_A_KEY} (MCP over stdio: set MARKET_INTEL_API_KEY)`,
+  keyRequired: `This operation needs an API key: ${GET_A_KEY}`,
   jwtRequired: `Key management needs the JWT of a signed-in user as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
   keyNotJwt: `Key management takes the JWT of a signed-in user, not an API key, as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
   badHeader: 'Authorization header must be: Bearer <token> (an API key svc_live_..., or a JWT for key management and theses)',

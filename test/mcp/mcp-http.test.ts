@@ -5,7 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
-import { MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
+import { AUTH_FAILURES_PER_MINUTE, MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
 import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas/market.ts';
@@ -446,9 +446,23 @@ describe('MCP auth, tiers and limits', () => {
     const key = await makeKey('mcp-control');
     const auth = { authorization: `Bearer ${key}` };
     const statuses: number[] = [];
-    for (let i = 0; i < 121; i++) statuses.push((await rawMcp({ jsonrpc: '2.0', id: i, method: 'tools/list', params: {} }, auth)).status);
-    assert.ok(statuses.slice(0, 120).every((s) => s === 200));
-    assert.equal(statuses[120], 429);
+    for (let i = 0; i < 120; i++) statuses.push((await rawMcp({ jsonrpc: '2.0', id: i, method: 'tools/list', params: {} }, auth)).status);
+    assert.ok(statuses.every((s) => s === 200));
+    const over = await rawMcp({ jsonrpc: '2.0', id: 'over', method: 'tools/list', params: {} }, auth);
+    assert.equal(over.status, 429);
+    // The error names the request it answers and carries REST's 429 details, for agents that read data.
+    const body = (await over.json()) as { id: unknown; error: { code: number; data: Record<string, unknown> } };
+    assert.equal(body.id, 'over');
+    assert.equal(body.error.code, -32000);
+    const { reset, ...data } = body.error.data;
+    assert.deepEqual(data, {
+      code: 'RATE_LIMITED',
+      window: 'minute',
+      limit: MCP_CONTROL_REQUESTS_PER_MINUTE,
+      retry_after: Number(over.headers.get('retry-after')),
+      scope: 'mcp-control',
+    });
+    assert.ok(Date.parse(String(reset)) > Date.now(), 'reset is a time ahead');
     // tools/call still works: it counts against the API quota, which is untouched.
     const res = await rawMcp(callMsg('get_assets'), auth);
     assert.equal(res.status, 200);
@@ -632,5 +646,51 @@ describe('MCP auth, tiers and limits', () => {
     const big = await post('application/json', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', pad: 'x'.repeat(1_100_000) }));
     assert.equal(big.status, 413);
     assert.match(big.body.error.message, /at most \d+ bytes/);
+  });
+});
+
+describe('MCP over HTTP: refusals of methods and of addresses over the failed-auth budget', () => {
+  let hh: Harness;
+  before(async () => {
+    // Its own service: the failed-auth budget is per address, and TRUST_PROXY lets each test
+    // speak from its own (X-Forwarded-For) without using up the main suite's.
+    hh = await startHarness({ database: 'pglite', config: { TRUST_PROXY: '127.0.0.1' } });
+  });
+  after(async () => hh?.stop());
+
+  test('every method but POST (and the CORS preflight) is 405 with Allow: POST and a JSON-RPC error', async () => {
+    for (const method of ['GET', 'DELETE', 'PUT', 'PATCH']) {
+      const res = await fetch(`${hh.base}/mcp`, { method, headers: { accept: 'application/json, text/event-stream' } });
+      assert.equal(res.status, 405, method);
+      assert.equal(res.headers.get('allow'), 'POST', method);
+      const body = (await res.json()) as { jsonrpc: string; error: { code: number; message: string } };
+      assert.equal(body.jsonrpc, '2.0', method);
+      assert.match(body.error.message, /stateless; use POST/, method);
+    }
+  });
+
+  test('an address over its failed-auth budget gets 429 with REST details in the JSON-RPC error data', async () => {
+    const from = '10.7.0.1';
+    const post = (key: string) =>
+      fetch(`${hh.base}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          authorization: `Bearer ${key}`,
+          'x-forwarded-for': from,
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+    const bogus = `svc_live_${'x'.repeat(38)}`;
+    for (let i = 0; i < AUTH_FAILURES_PER_MINUTE; i++) assert.equal((await post(bogus)).status, 403);
+    const res = await post(bogus);
+    assert.equal(res.status, 429);
+    const body = (await res.json()) as { error: { message: string; data: Record<string, unknown> } };
+    assert.match(body.error.message, /Too many failed authentication attempts from this address/);
+    assert.equal(body.error.data.code, 'RATE_LIMITED');
+    assert.equal(body.error.data.limit, AUTH_FAILURES_PER_MINUTE);
+    assert.equal(body.error.data.window, 'minute');
+    assert.equal(body.error.data.retry_after, Number(res.headers.get('retry-after')));
   });
 });

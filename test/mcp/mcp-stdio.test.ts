@@ -91,6 +91,15 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
         return true;
       },
     );
+    // The unauthenticated tier's minute runs out: the refusal says how to give this process a key.
+    let limited: CallToolResult | undefined;
+    for (let i = 0; i < 12 && !limited; i++) {
+      const x = (await client.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult;
+      if (x.isError) limited = x;
+    }
+    assert.ok(limited, 'the unauthenticated minute limit is reached within 12 calls');
+    assert.equal(errorCode(limited), 'RATE_LIMITED');
+    assert.match(JSON.stringify(limited.content), /MCP over stdio: set MARKET_INTEL_API_KEY/);
   });
 });
 

@@ -103,6 +103,7 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     const snippet = JSON.parse((await page.textContent('#mcp-snippet')) ?? '{}');
     assert.equal(snippet.mcpServers['market-intel'].headers.Authorization, `Bearer ${copied}`);
     assert.equal(snippet.mcpServers['market-intel'].url, `${base}/mcp`);
+    assert.equal(snippet.mcpServers['market-intel'].type, 'http');
     await dialog.getByRole('button', { name: 'Close' }).click();
     await dialog.waitFor({ state: 'detached' });
 

@@ -834,8 +834,17 @@ function signInForm() {
   return card('Sign in or create an account', h('p', { class: 'muted', text: 'Signed-in users create API keys and theses here.' }), form);
 }
 
+/**
+ * The MCP client configuration for a new key: `mcpServers` with `type: "http"` (Claude Code
+ * needs the type for a URL server; Cursor reads the same form). VS Code names the top level
+ * `servers` instead, which the dialog says.
+ */
 function mcpSnippet(key) {
-  return JSON.stringify({ mcpServers: { 'market-intel': { url: CONFIG.mcpUrl, headers: { Authorization: `Bearer ${key}` } } } }, null, 2);
+  return JSON.stringify(
+    { mcpServers: { 'market-intel': { type: 'http', url: CONFIG.mcpUrl, headers: { Authorization: `Bearer ${key}` } } } },
+    null,
+    2,
+  );
 }
 
 function showNewKey(created, onClose) {
@@ -856,7 +865,7 @@ function showNewKey(created, onClose) {
     h('h3', { text: 'MCP client configuration' }),
     h('p', {
       class: 'small muted',
-      text: 'For clients that take a URL and headers (Cursor, VS Code, Claude Code): paste into their MCP configuration.',
+      text: 'For Cursor (~/.cursor/mcp.json) and Claude Code (.mcp.json): paste into the MCP configuration. VS Code (.vscode/mcp.json) takes the same server under "servers" instead of "mcpServers".',
     }),
     h('pre', { id: 'mcp-snippet', text: snippet }),
     h(
