@@ -2,7 +2,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Argument, Command, CommanderError, Option } from 'commander';
+import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
 import { isDependencyDown, loggableError, ServiceError, unexpectedError } from './errors.ts';
@@ -51,11 +51,26 @@ async function serve(cfg: Config): Promise<void> {
   flushServeLog = () => flushLogger(log);
   const svc = await createService(cfg, { log });
   let stopping = false;
+  // A graceful stop bounded by SHUTDOWN_TIMEOUT_MS; a second signal during it exits at once.
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      svc.app.log.warn({ signal }, 'second signal during shutdown: exiting now');
+      await flushServeLog().catch(() => {});
+      process.exit(1);
+    }
     stopping = true;
-    svc.app.log.info({ signal }, 'shutting down');
+    svc.app.log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'shutting down');
+    const timer = setTimeout(() => {
+      svc.app.log.error(
+        { signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS },
+        'shutdown did not finish in time (a request or a dependency still held it): exiting now; usage counted since the last flush may be lost (SHUTDOWN_TIMEOUT_MS)',
+      );
+      void flushServeLog()
+        .catch(() => {})
+        .finally(() => process.exit(1));
+    }, cfg.SHUTDOWN_TIMEOUT_MS);
     await svc.stop();
+    clearTimeout(timer);
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -419,7 +434,14 @@ function program(): Command {
       "set a user's plan; every key of the user reports it from its next request. Works for any registered email, " +
         'also while the service runs (PostgreSQL: directly; embedded PGlite: through the running service)',
     )
-    .addArgument(new Argument('<email>', "the user's email"))
+    .addArgument(
+      new Argument('<email>', "the user's email").argParser((v: string) => {
+        // The shape of an address (something@domain), not its existence: that is looked up.
+        if (!/^[^\s@]+@[^\s@]+$/.test(v))
+          throw new InvalidArgumentError('It is not an email address: give the email the user signed up with.');
+        return v;
+      }),
+    )
     .addArgument(new Argument('<tier>', 'the plan').choices(PLAN_TIERS))
     .action(async (email: string, tier: PlanTier, _opts, cmd: Command) => {
       const cfg = config(flags(cmd));

@@ -235,6 +235,13 @@ const EnvSchema = z.object({
    * time; on PostgreSQL it is mostly the round trip. 1 writes the statements back to back.
    */
   USAGE_FLUSH_SHARE: z.coerce.number().min(0.01).max(1).default(0.2),
+  /**
+   * Longest graceful shutdown after SIGTERM or SIGINT, ms: requests in flight finish, the last
+   * usage counts are written, connections close; past it the process exits 1 with a log line
+   * (a client stalled mid-request would otherwise hold it up to Node's 300 s request timeout).
+   * 10 s fits inside the 30 s a container orchestrator waits by default before SIGKILL.
+   */
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
 });
 
 /** The validated configuration, read once at start. */
@@ -244,6 +251,9 @@ export type Config = z.infer<typeof EnvSchema>;
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
+
+/** The variables that have a command-line flag (src/cli.ts), with the flag. */
+const FLAG_OF: Record<string, string> = { PORT: '--port', HOST: '--host', AS_OF: '--as-of', DATA_DIR: '--data-dir' };
 
 /**
  * Parses and validates the configuration from `env` (default `process.env`), with
@@ -261,9 +271,13 @@ export function loadConfig(
   }
   const parsed = EnvSchema.safeParse(raw);
   if (!parsed.success) {
+    const names = [...new Set(parsed.error.issues.map((i) => String(i.path[0])))];
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    // Only PORT, HOST, AS_OF and DATA_DIR have a command-line flag (src/cli.ts).
+    const withFlag = names.filter((n) => n in FLAG_OF).map((n) => `${FLAG_OF[n]} for ${n}`);
+    const where = withFlag.length ? `in the environment or with its command-line flag (${withFlag.join(', ')})` : 'in the environment';
     throw new ConfigError(
-      `Invalid configuration:\n  ${lines.join('\n  ')}\nFix ${lines.length > 1 ? 'these variables' : 'this variable'} in the environment (or its command-line flag, e.g. --host for HOST) and start again.`,
+      `Invalid configuration:\n  ${lines.join('\n  ')}\nFix ${names.length > 1 ? 'these variables' : 'this variable'} ${where} and start again.`,
     );
   }
   return parsed.data;

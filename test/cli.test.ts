@@ -82,14 +82,20 @@ test('the node options of `npm start` and `npm run cli` are accepted by this Nod
   assert.ok(Number(compiled.stdout) > 1000, compiled.stdout);
 });
 
-test('an unknown command, an unknown option, a bad tier and `mcp` without --stdio exit 2 with a clear error', async () => {
-  const [cmd, opt, tier, missing, mcp] = await Promise.all([
+test('an unknown command, an unknown option, a bad tier or email and `mcp` without --stdio exit 2 with a clear error', async () => {
+  const [cmd, opt, tier, missing, mcp, email] = await Promise.all([
     cli(['servr']),
     cli(['serve', '--prot', '3000']),
     cli(['users', 'set-tier', 'a@example.com', 'gold']),
     cli(['users', 'set-tier', 'a@example.com']),
     cli(['mcp']),
+    cli(['users', 'set-tier', 'not-an-email', 'pro']),
   ]);
+  assert.equal(email.code, 2);
+  assert.match(
+    email.stderr,
+    /'not-an-email' is invalid for argument 'email'\. It is not an email address: give the email the user signed up with/,
+  );
   assert.equal(cmd.code, 2);
   assert.match(cmd.stderr, /unknown command 'servr'/);
   assert.match(cmd.stderr, /Did you mean serve\?/);
@@ -119,6 +125,9 @@ test('DATA_DIR, HOST, TRUST_PROXY and AS_OF errors name the variable and what to
     assert.equal(r.code, 1, JSON.stringify(env));
     assert.match(r.stderr, re);
     assert.match(r.stderr, /Fix this variable/);
+    // A command-line flag is named only for the variables that have one.
+    if ('TRUST_PROXY' in env) assert.match(r.stderr, /Fix this variable in the environment and start again\./);
+    if ('HOST' in env) assert.match(r.stderr, /with its command-line flag \(--host for HOST\)/);
     assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
   });
   // The flag is checked the same way.
@@ -326,6 +335,51 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
     /^market-intelligence service ready: offline \(the bundled dataset as of 2025-09-30\), database pglite, rate limits in memory \(this instance only: REDIS_URL unset\), identity provider embedded$/,
   );
   assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
+});
+
+test('shutdown is bounded: a client stalled mid-request does not hold the process past SHUTDOWN_TIMEOUT_MS', async () => {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', String(port)], {
+    cwd: ROOT_DIR,
+    env: {
+      PATH: process.env.PATH ?? '',
+      LOG_LEVEL: 'info',
+      PGLITE_DIR: 'memory://',
+      AUTH_SECRET: 'x'.repeat(40),
+      SHUTDOWN_TIMEOUT_MS: '1500',
+    },
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = once(child, 'exit') as Promise<[number | null, string | null]>;
+  const kill = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  try {
+    const deadline = Date.now() + 100_000;
+    while (!/service ready/.test(out)) {
+      assert.ok(Date.now() < deadline && child.exitCode === null, `the service did not start:\n${out.slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // A request whose body never arrives: the connection is not idle, so the HTTP server's close waits for it.
+    const s = createConnection({ port, host: '127.0.0.1' });
+    await once(s, 'connect');
+    s.write(
+      `POST /api/v1/thesis HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"asset":`,
+    );
+    s.on('error', () => {});
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    child.kill('SIGTERM');
+    const [code] = await exited;
+    const took = Date.now() - t0;
+    s.destroy();
+    assert.equal(code, 1, out.slice(-2000));
+    assert.ok(took < 60_000, `exited after ${took} ms`);
+    assert.match(out, /shutdown did not finish in time/);
+  } finally {
+    clearTimeout(kill);
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
 });
 
 test('a start that fails (port in use) prints its error after every log line when stdout and stderr share a file', async () => {
