@@ -241,15 +241,20 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     reply.header('X-Request-Id', req.id);
     done();
   });
-  // Access log: method, path (no query string, which could carry secrets), status, time, tier.
+  // Access log: method, path (no query string, which could carry secrets), status, time, tier,
+  // and who called: the key's id (as GET /api/v1/keys lists it; never the key) or the
+  // signed-in user's id, so an operator can tell which key made which requests.
   app.addHook('onResponse', (req, reply, done) => {
+    const c = req.caller;
     req.log.info(
       {
         method: req.method,
         path: pathOf(req.url),
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
-        tier: req.caller?.tier,
+        tier: c?.tier,
+        key_id: c?.kind === 'key' ? c.keyId : undefined,
+        user_id: c?.kind === 'jwt' ? c.userId : undefined,
         ip: req.ip,
       },
       'request completed',

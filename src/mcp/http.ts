@@ -264,6 +264,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
           return refuse(reply, auth.error, auth.limits);
         }
         const caller = auth.caller;
+        // For the access log (src/http/app.ts): the tier and key of the MCP request, as for REST.
+        req.caller = caller;
         const messages: unknown[] = Array.isArray(req.body) ? req.body : [req.body];
         // JSON-RPC 2.0, "Batch": an empty array is an invalid request, answered with one error.
         if (messages.length === 0)

@@ -262,4 +262,37 @@ describe('secrets', { skip: SKIP }, () => {
     assert.ok(!logs.includes(k.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'key found in the logs');
     assert.ok(!logs.includes(jwt.split('.')[2]!), 'JWT found in the logs');
   });
+
+  test('the access log names the key (its id, never the key) or the signed-in user, over REST and MCP', async () => {
+    const jwt = await idp.token('user-access-log', { email: 'access-log@example.com' });
+    const k = await newKey(jwt);
+    const from = logLines.length;
+    await call('GET', '/api/v1/signals/btc', k.key);
+    await call('GET', '/api/v1/keys', jwt);
+    const mcp = await app.inject({
+      method: 'POST',
+      url: '/mcp',
+      headers: {
+        authorization: `Bearer ${k.key}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        host: '127.0.0.1',
+      },
+      payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_assets', arguments: {} } }),
+    });
+    assert.equal(mcp.statusCode, 200, mcp.body);
+    const access = logLines
+      .slice(from)
+      .flatMap((l) => l.split('\n'))
+      .filter((l) => l.includes('request completed'))
+      .map((l) => JSON.parse(l) as { path: string; tier?: string; key_id?: string; user_id?: string });
+    const line = (path: string) => access.find((a) => a.path === path);
+    assert.deepEqual(
+      [line('/api/v1/signals/btc')?.key_id, line('/api/v1/signals/btc')?.tier, line('/api/v1/signals/btc')?.user_id],
+      [k.id, 'free', undefined],
+    );
+    assert.equal(line('/api/v1/keys')?.user_id, 'user-access-log');
+    assert.equal(line('/api/v1/keys')?.key_id, undefined);
+    assert.deepEqual([line('/mcp')?.key_id, line('/mcp')?.tier], [k.id, 'free']);
+  });
 });
