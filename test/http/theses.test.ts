@@ -305,6 +305,27 @@ describe('theses', { skip: SKIP }, () => {
       // A missing field says it is required (not zod's "expected string, received undefined").
       ['no title', { ...VALID, title: undefined }, /^Invalid body field 'title': required, expected string$/],
       ['no direction', { ...VALID, direction: undefined }, /^Invalid body field 'direction': required, expected one of "long"\|"short"$/],
+      // Plain messages with the bound and the value given (not zod's "Too small: expected number to be >0").
+      ['a zero entry price', { ...VALID, entry_price: 0 }, /^Invalid body field 'entry_price': must be above 0, got 0$/],
+      ['a price over the cap', { ...VALID, entry_price: 1e13 }, /^Invalid body field 'entry_price': must be at most 1e12, got 1e13$/],
+      ['a price as text', { ...VALID, entry_price: '3000' }, /^Invalid body field 'entry_price': must be a number, got a string$/],
+      ['a fractional horizon', { ...VALID, horizon_days: 1.5 }, /^Invalid body field 'horizon_days': must be an integer, got 1\.5$/],
+      [
+        'an unknown direction',
+        { ...VALID, direction: 'sideways' },
+        /^Invalid body field 'direction': must be one of "long"\|"short", got "sideways"$/,
+      ],
+      ['an empty title', { ...VALID, title: '  ' }, /^Invalid body field 'title': must not be empty$/],
+      [
+        'a condition value that is neither a number nor a level',
+        { ...VALID, conditions: [{ metric: 'rsi_14', operator: 'lt', value: true }] },
+        /^Invalid body field 'conditions\.0\.value': must be a finite number \(numeric metrics\) or a level name \(signal, regime\)$/,
+      ],
+      [
+        'fear_greed equal to a fraction',
+        { ...VALID, conditions: [{ metric: 'fear_greed', operator: 'eq', value: 50.5 }] },
+        /^Invalid body field 'conditions\.0\.value': fear_greed is a whole number \(0\.\.100\), so eq 50\.5 would never hold/,
+      ],
       [
         'a condition with an unknown metric',
         { ...VALID, conditions: [{ metric: 'volume', operator: 'gt', value: 1 }] },

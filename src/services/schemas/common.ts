@@ -5,16 +5,63 @@ import { isCalendarDay } from '../../engine/util.ts';
 
 /** Schemas shared by every resource: days, the engine's value sets, tiers, user text. */
 
-// A missing field says it is required (REST bodies and query strings, MCP arguments): zod's
-// default, "Invalid input: expected string, received undefined", leaves the caller to infer
-// it. Set once here, where every schema module's shared pieces come from; a schema's own
-// message still wins.
+/** A bound as people write it: 1e12 rather than 1000000000000. */
+const bound = (n: number | bigint | Date): string =>
+  typeof n === 'number' && Math.abs(n) >= 1e9 ? n.toExponential().replace('e+', 'e') : String(n);
+
+/** What a value is, for "got ...": a string, a number, an array, null, NaN. */
+function kindOf(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'number' && Number.isNaN(v)) return 'not a number';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'an integer' : `${v}`;
+  return { string: 'a string', boolean: 'a boolean', object: 'an object' }[typeof v as string] ?? typeof v;
+}
+
+/** The expected type, as a phrase: "a number", "an integer". */
+const EXPECTED: Record<string, string> = {
+  number: 'a number',
+  int: 'an integer',
+  string: 'a string',
+  boolean: 'true or false',
+  array: 'an array',
+  object: 'an object',
+};
+
+// Plain messages for REST bodies and query strings, MCP arguments and the configuration,
+// which name the field in front ("Invalid body field 'entry_price': must be above 0"); zod's
+// defaults ("Too small: expected number to be >0", "expected string, received undefined")
+// are written for developers reading a schema. A missing field says it is required. Set
+// once here, where every schema module's shared pieces come from; a schema's own message
+// still wins.
 z.config({
   customError: (iss) => {
-    if (iss.input !== undefined) return undefined;
-    if (iss.code === 'invalid_type') return `required, expected ${iss.expected}`;
-    if (iss.code === 'invalid_value') return `required, expected one of ${iss.values.map((v) => JSON.stringify(v)).join('|')}`;
-    return undefined;
+    if (iss.input === undefined) {
+      if (iss.code === 'invalid_type') return `required, expected ${iss.expected}`;
+      if (iss.code === 'invalid_value') return `required, expected one of ${iss.values.map((v) => JSON.stringify(v)).join('|')}`;
+      return undefined;
+    }
+    switch (iss.code) {
+      case 'invalid_type':
+        return EXPECTED[iss.expected] ? `must be ${EXPECTED[iss.expected]}, got ${kindOf(iss.input)}` : undefined;
+      case 'invalid_value':
+        return `must be one of ${iss.values.map((v) => JSON.stringify(v)).join('|')}, got ${JSON.stringify(iss.input)}`;
+      case 'too_small':
+        if (iss.origin === 'number' || iss.origin === 'int')
+          return `must be ${iss.inclusive ? 'at least' : 'above'} ${bound(iss.minimum)}, got ${bound(iss.input as number)}`;
+        if (iss.origin === 'string')
+          return Number(iss.minimum) === 1 ? 'must not be empty' : `must have at least ${bound(iss.minimum)} characters`;
+        if (iss.origin === 'array') return `must hold at least ${bound(iss.minimum)} item${Number(iss.minimum) === 1 ? '' : 's'}`;
+        return undefined;
+      case 'too_big':
+        if (iss.origin === 'number' || iss.origin === 'int')
+          return `must be ${iss.inclusive ? 'at most' : 'below'} ${bound(iss.maximum)}, got ${bound(iss.input as number)}`;
+        if (iss.origin === 'string') return `must have at most ${bound(iss.maximum)} characters`;
+        if (iss.origin === 'array') return `must hold at most ${bound(iss.maximum)} items`;
+        return undefined;
+      default:
+        return undefined;
+    }
   },
 });
 

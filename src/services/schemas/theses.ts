@@ -34,7 +34,9 @@ export const ConditionInputSchema = z
     metric: z.enum(THESIS_METRICS).describe('What the condition tests'),
     operator: z.enum(THESIS_OPERATORS),
     value: z
-      .union([z.number().finite(), safeText(1, 32)])
+      .union([z.number().finite(), safeText(1, 32)], {
+        error: 'must be a finite number (numeric metrics) or a level name (signal, regime)',
+      })
       .describe(
         'A number for numeric metrics (price_usd USD, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime',
       ),
@@ -70,6 +72,15 @@ export const ConditionInputSchema = z
           code: 'custom',
           path: ['value'],
           message: `${c.value} is outside the scale of '${c.metric}' (${scale}): give a value ${scale}`,
+        });
+        return;
+      }
+      // The Fear & Greed index is a whole number: equal to 50.5 it never is.
+      if (c.metric === 'fear_greed' && (c.operator === 'eq' || c.operator === 'neq') && !Number.isInteger(c.value)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['value'],
+          message: `fear_greed is a whole number (0..100), so ${c.operator} ${c.value} would ${c.operator === 'eq' ? 'never' : 'always'} hold: give a whole number`,
         });
         return;
       }
