@@ -161,6 +161,10 @@ function gitCommit(): string {
  * null when the requested window lay within it.
  */
 function clampNote(w: BacktestWindow): string | null {
+  if (w.clampedToWalkForward) {
+    const wf = `note: walk-forward mode scores from ${w.from} (each year's bands are chosen on the data before it; earlier days would be in sample)`;
+    return w.clampedTo ? `${wf}; the data ends ${w.dataTo}; evaluated ${w.from} → ${w.to}` : `${wf}; evaluated from ${w.from}`;
+  }
   if (w.clampedFrom && w.clampedTo) return `note: the data covers ${w.dataFrom} to ${w.dataTo}; evaluated ${w.from} → ${w.to}`;
   if (w.clampedFrom) return `note: the data starts ${w.dataFrom}; evaluated from ${w.from}`;
   if (w.clampedTo) return `note: the data ends ${w.dataTo}; evaluated to ${w.to}`;
@@ -210,7 +214,7 @@ async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
   const cost = Number(opts.costBps);
   if (opts.costBps.trim() === '' || !Number.isFinite(cost)) throw new RangeError(`--cost-bps must be a number, got '${opts.costBps}'`);
   const market = await MarketService.create(new DatasetProvider(cfg.DATA_DIR), null, cfg.AS_OF);
-  const window = backtestWindow(market.data, opts.from, opts.to ?? market.asOf, opts.to !== undefined);
+  const window = backtestWindow(market.data, opts.from, opts.to ?? market.asOf, opts.to !== undefined, opts.walkForward);
   const note = clampNote(window);
   if (note) process.stderr.write(`${note}\n`);
   const report = runBacktest(market, { from: window.from, to: window.to, costBps: cost, walkForward: opts.walkForward, model: opts.model });

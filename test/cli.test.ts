@@ -480,6 +480,21 @@ test('backtest: a window past the data is clamped to it and says so; a window wi
   );
 });
 
+test('backtest --walk-forward scores from 2020 only: an earlier --from is clamped with a note, a window before 2020 is a usage error', async () => {
+  const [early, before] = await Promise.all([
+    cli(['backtest', '--walk-forward', '--from', '2019-06-01', '--to', '2020-03-31', '--json']),
+    cli(['backtest', '--walk-forward', '--from', '2019-01-01', '--to', '2019-12-31']),
+  ]);
+  // Days of 2019 would be scored with 2020's bands, chosen on data that includes them.
+  assert.equal(early.code, 0, early.stderr);
+  const report = JSON.parse(early.stdout) as { from: string; pooled: { from: string }; choices: { year: number }[] };
+  assert.deepEqual([report.from, report.pooled.from, report.choices.map((c) => c.year)], ['2020-01-01', '2020-01-01', [2020]]);
+  assert.match(early.stderr, /^note: walk-forward mode scores from 2020-01-01 \(each year's bands are chosen on the data before it/);
+  assert.equal(before.code, 2);
+  assert.equal(before.stdout, '');
+  assert.match(before.stderr, /^--walk-forward scores the years from 2020 .* --to 2019-12-31 is before 2020-01-01/);
+});
+
 test('ingest --once: one live round against local upstreams, a JSON line per series and a summary; a second round stores nothing new', async () => {
   const { startUpstream } = await import('./helpers/upstream.ts');
   const { cutDataset, liveEnv } = await import('./helpers/live.ts');

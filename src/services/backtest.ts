@@ -138,6 +138,11 @@ export interface BacktestWindow {
   clampedFrom: boolean;
   /** Whether the requested `to` was after the data (then `to` = `dataTo`). */
   clampedTo: boolean;
+  /**
+   * Walk-forward mode: whether the requested `from` was before the first scored year (then
+   * `from` = {@link DEFAULT_FROM}: earlier days have no data before them to choose bands on).
+   */
+  clampedToWalkForward: boolean;
 }
 
 /**
@@ -149,9 +154,17 @@ export interface BacktestWindow {
  * @throws RangeError on a bad day or from > to; and, naming the days the data covers, when the
  *   window holds no decision day, or none with a next day's close to score it.
  */
-export function backtestWindow(data: MarketData, from: string, to: string, toGiven = true): BacktestWindow {
+export function backtestWindow(data: MarketData, from: string, to: string, toGiven = true, walkForward = false): BacktestWindow {
   checkDay(from, '--from');
   checkDay(to, '--to');
+  // Walk-forward scores each year with bands chosen on the years before it, from 2020: a day
+  // before would be scored with bands chosen on data that includes it (in sample).
+  if (walkForward && to < DEFAULT_FROM)
+    throw new RangeError(
+      `--walk-forward scores the years from ${WALK_FORWARD_FIRST_YEAR} (each with bands chosen on the data before it), and --to ${to} is before ${DEFAULT_FROM}: choose a window from ${DEFAULT_FROM}, or leave out --walk-forward`,
+    );
+  const wfClamped = walkForward && from < DEFAULT_FROM;
+  if (wfClamped) from = DEFAULT_FROM;
   let dataFrom: string | undefined;
   let dataTo: string | undefined;
   for (const a of data.assets) {
@@ -175,6 +188,7 @@ export function backtestWindow(data: MarketData, from: string, to: string, toGiv
     dataTo,
     clampedFrom: from < dataFrom,
     clampedTo: to > dataTo,
+    clampedToWalkForward: wfClamped,
   };
   if (w.from > w.to) throw new RangeError(`no data in ${from} → ${to}: ${covers}; choose --from and --to within it`);
   const scored = data.assets.some((a) => {
@@ -255,8 +269,8 @@ export function chooseBands(
  * Runs the backtest over [from, to] for every asset with data and pooled.
  * Fixed mode evaluates one model; walk-forward mode scores each calendar year from 2020 with
  * the bands chosen on the data before it ({@link chooseBands}) and concatenates the years.
- * @throws RangeError on a bad day, from > to, a negative cost or an unknown model (the CLI
- *   prints it as a usage error).
+ * @throws RangeError on a bad day, from > to, a walk-forward `from` before 2020-01-01, a
+ *   negative cost or an unknown model (the CLI prints it as a usage error).
  */
 export function runBacktest(source: BacktestSource, opts: BacktestOptions): BacktestReport {
   const src = withDaysMemo(source);
@@ -265,6 +279,10 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
   checkDay(from, '--from');
   checkDay(to, '--to');
   if (from > to) throw new RangeError(`--from (${from}) is after --to (${to})`);
+  if (opts.walkForward && from < DEFAULT_FROM)
+    throw new RangeError(
+      `walk-forward mode scores from ${DEFAULT_FROM} (each year with bands chosen on the data before it); --from ${from} would score earlier days in sample`,
+    );
   const costBps = opts.costBps ?? DEFAULT_COST_BPS;
   if (!(Number.isFinite(costBps) && costBps >= 0)) throw new RangeError(`--cost-bps must be a number >= 0, got ${opts.costBps}`);
 

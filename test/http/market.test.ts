@@ -15,6 +15,7 @@ import {
 } from '../../src/services/schemas/market.ts';
 import { TrackRecordSchema } from '../../src/services/schemas/track-record.ts';
 import { runBacktest } from '../../src/services/backtest.ts';
+import { SUCCESS_EXAMPLES } from '../../src/http/openapi-examples.ts';
 import { CURRENT_MODEL } from '../../src/engine/signal.ts';
 import { readCsv } from '../helpers/env.ts';
 import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
@@ -612,6 +613,17 @@ describe('track record', { skip: SKIP }, () => {
       for (const c of d.walk_forward.choices) assert.ok(c.trained_through < `${c.year}-01-01`, 'chosen on earlier data only');
       // The same figures as the backtest command computes (one implementation).
       assert.deepEqual(d.walk_forward, JSON.parse(JSON.stringify(runBacktest(h.svc.market, { from: '2020-01-01', walkForward: true }))));
+      // The OpenAPI example shows the served figures (its confidence tables and year list shortened).
+      const ex = (SUCCESS_EXAMPLES.getTrackRecord as { walk_forward: typeof d.walk_forward }).walk_forward;
+      const noConfidence = <T extends { confidence: unknown }>({ confidence: _c, ...rest }: T) => rest;
+      assert.deepEqual(noConfidence(ex.pooled), noConfidence(d.walk_forward.pooled));
+      assert.deepEqual(noConfidence(ex.assets[0]!), noConfidence(d.walk_forward.assets.find((a) => a.asset === ex.assets[0]!.asset)!));
+      const year = d.walk_forward.choices.find((c) => c.year === ex.choices[0]!.year)!;
+      assert.deepEqual(ex.choices[0]!.bands, year.bands);
+      assert.ok(
+        year.candidates.some((c) => JSON.stringify(c) === JSON.stringify(ex.choices[0]!.candidates[0])),
+        'the example candidate is one of the served ones',
+      );
       assert.equal(d.live.from, '2025-10-01');
       assert.equal(d.live.days, 0);
       assert.equal(d.live.report, null);

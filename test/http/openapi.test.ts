@@ -7,6 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT_DIR } from '../../src/config.ts';
 import { ERROR_CODES } from '../../src/errors.ts';
+import { SUCCESS_EXAMPLES } from '../../src/http/openapi-examples.ts';
 import { createService, type Service } from '../../src/server.ts';
 import { testConfig } from '../helpers/env.ts';
 
@@ -178,6 +179,15 @@ describe('OpenAPI document', () => {
     }
     // SignalEntry is defined once and referenced, not repeated inline.
     assert.equal(raw.split('"Canonical (CoinGecko) asset id"').length - 1, 1);
+  });
+
+  test('the signal-history example is point-in-time: no factor names data after its entry day', () => {
+    const ex = SUCCESS_EXAMPLES.getSignalHistory as { entries: { changed_at: string; factors: { as_of: string; source: string }[] }[] };
+    for (const e of ex.entries)
+      for (const f of e.factors) {
+        assert.ok(f.as_of <= e.changed_at, f.as_of);
+        for (const [, end] of f.source.matchAll(/\d{4}-\d{2}-\d{2}\.\.(\d{4}-\d{2}-\d{2})/g)) assert.ok(end! <= e.changed_at, f.source);
+      }
   });
 
   test(`is smaller than ${MAX_BYTES} bytes`, () => {
