@@ -370,6 +370,54 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
     assert.deepEqual(errors, []);
   });
 
+  test('a long key name wraps: the Revoke button stays on screen', async () => {
+    await open(page, '/account');
+    const name = 'a-very-long-key-name-for-the-nightly-research-cluster-job-runner-x'.slice(0, 64);
+    await page.fill('#key-name', name);
+    await page.click('#generate');
+    await page.waitForSelector('dialog[open]', { timeout: 30_000 });
+    await page.keyboard.press('Escape');
+    const row = page.locator('#keys tbody tr', { hasText: name });
+    await row.waitFor();
+    const box = await row.getByRole('button', { name: /Revoke key/ }).boundingBox();
+    assert.ok(box && box.x + box.width <= 1280, `Revoke at ${JSON.stringify(box)}`);
+    await row.getByRole('button', { name: /Revoke key/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).click();
+    await page.locator('#keys tbody tr', { hasText: name }).locator('.status', { hasText: 'revoked' }).waitFor();
+  });
+
+  test('a session that ended while the account page was open shows the sign-in form with a notice, not "Signed in as"', async () => {
+    const ctx2 = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const p = await ctx2.newPage();
+      const errs = watchErrors(p);
+      await signUp(p, 'session-ends@example.com');
+      await open(p, '/account');
+      assert.ok(await p.isVisible('#who'));
+      // The session ends elsewhere (signed out in another tab: the cookie is gone), and the
+      // service refuses the page's JWT (as when it expires).
+      await p.evaluate(() => fetch('/auth/sign-out', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }));
+      await p.route(`${base}/api/v1/**`, (r) =>
+        r.fulfill({
+          status: 401,
+          contentType: 'application/json',
+          body: JSON.stringify({ status: 'error', data: null, error: { code: 'UNAUTHORIZED', message: 'Invalid or expired token' } }),
+        }),
+      );
+      await p.fill('#key-name', 'after the end');
+      await p.click('#generate');
+      await p.waitForSelector('#signin-form');
+      assert.equal(await p.isVisible('#who'), false, 'no "Signed in as" over a form that cannot work');
+      assert.match((await p.textContent('#signin-msg')) ?? '', /Your session has ended \(signed out, or expired\): sign in again\./);
+      assert.deepEqual(
+        errs.filter((e) => !/401/.test(e)),
+        [],
+      );
+    } finally {
+      await ctx2.close();
+    }
+  });
+
   test('with the service out of reach, account actions say so and their forms stay usable', async () => {
     await open(page, '/account');
     // The network fails for everything the page asks (the request never reaches the service).
@@ -456,8 +504,14 @@ describe('keyboard', { skip: SKIP }, () => {
         [...prices].sort((a, b) => b - a),
       );
       assert.equal(prices.length, 11);
+      // Sighted users see the direction too: an arrow after the sorted header's label.
+      const arrow = () =>
+        page.$eval('#signals th[aria-sort] button', (b) => getComputedStyle(b, '::after').content.replace(/"/g, '').trim());
+      assert.equal(await arrow(), '▼');
       await page.keyboard.press('Enter');
       assert.equal(await page.locator('#signals th', { hasText: 'Price' }).getAttribute('aria-sort'), 'ascending');
+      assert.equal(await arrow(), '▲');
+      assert.equal(await page.locator('#signals th[aria-sort]').count(), 1, 'only the sorted column has an arrow');
       // The first row's link opens the asset page.
       await page.locator('#signals tbody tr').first().getByRole('link').focus();
       await page.keyboard.press('Enter');

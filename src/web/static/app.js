@@ -144,19 +144,42 @@ const NETWORK_ERROR = 'The service could not be reached (network error), so noth
  * every caller shows it and re-enables its form.
  */
 async function api(method, path, body) {
+  const unreachable = { ok: false, status: 0, body: { error: { message: NETWORK_ERROR } } };
+  let token;
   try {
-    const token = await jwt({ throwOnNetworkError: true });
-    if (!token) return { ok: false, status: 401, body: { error: { message: 'You are signed out: sign in again.' } } };
-    const res = await fetch(`/api/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const json = await res.json().catch(() => null);
-    return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
+    token = await jwt({ throwOnNetworkError: true });
   } catch {
-    return { ok: false, status: 0, body: { error: { message: NETWORK_ERROR } } };
+    return unreachable;
   }
+  if (!token) return sessionEnded();
+  const res = await fetch(`/api/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch(() => null);
+  if (!res) return unreachable;
+  const json = await res.json().catch(() => null);
+  // A JWT refused (the session ended or was revoked elsewhere): not signed in any more.
+  if (res.status === 401) return sessionEnded();
+  return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
+}
+
+/** Said on the sign-in form shown after the session ended while the account page was open. */
+const SESSION_ENDED = 'Your session has ended (signed out, or expired): sign in again.';
+let signInNotice = null;
+
+/**
+ * The session ended while the account page was open: forget the JWT and show the sign-in
+ * form with a notice, instead of "Signed in as" over forms that can no longer work. Returns
+ * the 401 result for the caller (whose form is gone by then).
+ */
+function sessionEnded() {
+  jwtCache = null;
+  if (location.pathname.replace(/\/+$/, '') === '/account' || location.pathname.replace(/\/+$/, '') === '/signin') {
+    signInNotice = SESSION_ENDED;
+    void accountPage({ focus: true });
+  }
+  return { ok: false, status: 401, body: { error: { message: SESSION_ENDED } } };
 }
 const errorOf = (r) => r.body?.error?.message ?? r.body?.message ?? `Failed (HTTP ${r.status})`;
 
@@ -766,7 +789,11 @@ async function chainsPage() {
 // ---------------------------------------------------------------- account: sign-in, keys, theses
 
 function signInForm() {
-  const msg = h('p', { class: 'msg', role: 'status' });
+  const msg = h('p', { class: 'msg', role: 'status', id: 'signin-msg' });
+  if (signInNotice) {
+    say(msg, signInNotice, 'error');
+    signInNotice = null;
+  }
   const email = h('input', { id: 'email', type: 'email', autocomplete: 'username', required: true, maxlength: 254 });
   const password = h('input', {
     id: 'password',
@@ -948,7 +975,8 @@ function keysSection(tierNote) {
                     'tr',
                     { dataset: { keyId: k.id, prefix: k.prefix } },
                     h('td', {}, h('code', { text: k.prefix + '…' })),
-                    h('td', { text: k.name }),
+                    // A long name wraps inside its cell instead of pushing Revoke off the screen.
+                    h('td', { class: 'key-name', text: k.name, title: k.name }),
                     h('td', { text: k.tier }),
                     h('td', { class: 'status', text: k.status }),
                     h('td', { class: 'num today', text: k.usage.requests_today }),
@@ -1361,6 +1389,7 @@ async function renderAccount() {
     main.replaceChildren(h('h1', { text: 'Account' }), signInForm());
     return;
   }
+  signInNotice = null; // still signed in after all: no notice for a later sign-in form
   const assets = (await data('/assets')).data.assets.filter((a) => a.capabilities.thesis);
   const signOut = h('button', {
     type: 'button',
