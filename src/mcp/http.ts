@@ -167,6 +167,20 @@ function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): 
     .send(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: err.message, data }, id: null }));
 }
 
+/**
+ * Whether `m` is a tools/call the tool layer meters against the API quota: a request (with an
+ * id; the SDK hands notifications to no handler) whose params the call schema accepts far
+ * enough to reach the tool (a string `name`, `arguments` an object or absent). Every other
+ * message, a malformed or notification tools/call included, counts against the control cap,
+ * or it would cost a server and a transport per message and count nowhere.
+ */
+function meteredToolCall(m: unknown): boolean {
+  const o = m as { id?: unknown; method?: unknown; params?: { name?: unknown; arguments?: unknown; _meta?: unknown } };
+  if (o.method !== 'tools/call' || o.id === undefined || typeof o.params?.name !== 'string') return false;
+  const objectOrAbsent = (v: unknown) => v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v));
+  return objectOrAbsent(o.params.arguments) && objectOrAbsent(o.params._meta);
+}
+
 /** The answer at the OAuth discovery addresses MCP clients probe: this server takes API keys. */
 export const NO_OAUTH_MESSAGE =
   'This MCP server does not use OAuth (no protected-resource metadata): send an API key as Authorization: Bearer svc_live_... (create one at /signin), or no key for the unauthenticated tier';
@@ -303,7 +317,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
           );
         // Each message other than tools/call counts once against the cap, batched or not
         // (tools/call is counted per call against the API quota, in the tool).
-        const controlMessages = messages.filter((m) => (m as { method?: unknown } | null)?.method !== 'tools/call').length;
+        const controlMessages = messages.filter((m) => !meteredToolCall(m)).length;
         if (controlMessages > 0) {
           const control = controlBudget(caller.tier);
           const b = await control.budget.consume(caller.subject, controlMessages);

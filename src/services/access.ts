@@ -508,9 +508,14 @@ export class Access {
    * `details.scope: 'account'` and the key's own limits (the rate-limit headers stay the
    * key's). A refused request consumes nothing, neither on the key nor on the account.
    * `dashboard` counts against the per-address dashboard budget of `address` (the client's
-   * IP; default the caller's subject), never the API quota or a key's usage.
+   * IP; default the caller's subject), never the API quota or a key's usage, except for an
+   * API-key caller, whose request counts as API usage (tier quota and key usage).
    */
   meter(caller: Caller, policy: Policy, address?: string): Metering | Promise<Metering> {
+    // An API key sent to the dashboard's routes (the browser sends none, only a signed-in
+    // user's JWT) is API usage: its tier quota and usage, not the per-address budget, or a key
+    // could read the tier-gated history there past its quota.
+    if (policy.quota === 'dashboard' && caller.kind === 'key') policy = { ...policy, quota: 'tier' };
     const deferred = this.#deferred.get(caller);
     if (deferred) this.#deferred.delete(caller);
     if (policy.quota !== 'tier') return this.#meterBudget(caller, policy, address, deferred);

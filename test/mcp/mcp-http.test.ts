@@ -469,6 +469,24 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal(res.headers.get('x-ratelimit-remaining'), '49');
   });
 
+  test('a tools/call that never reaches a tool (a notification, malformed params) counts against the cap, not for free', async () => {
+    const auth = { authorization: `Bearer ${await makeKey('mcp-control-bypass')}` };
+    const notification = { jsonrpc: '2.0', method: 'tools/call', params: { name: 'get_assets' } };
+    const malformed = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 5 } });
+    const statuses: number[] = [];
+    for (let i = 0; i < 60; i++) statuses.push((await rawMcp(notification, auth)).status);
+    for (let i = 0; i < 60; i++) statuses.push((await rawMcp(malformed(i), auth)).status);
+    assert.deepEqual(
+      [statuses.slice(0, 60).every((s) => s === 202), statuses.slice(60).every((s) => s === 200)],
+      [true, true],
+      'answered while under the cap',
+    );
+    assert.equal((await rawMcp(notification, auth)).status, 429, 'the 121st such message is over the cap');
+    assert.equal((await rawMcp(malformed(999), auth)).status, 429);
+    // A well-formed call still reaches its tool (metered against the API quota instead).
+    assert.equal((await rawMcp(callMsg('get_assets'), auth)).status, 200);
+  });
+
   test('the cap scales with the tier: an api key may connect for each of its 500 calls a minute', async () => {
     assert.deepEqual((['unauthenticated', 'free', 'pro', 'api'] as const).map(mcpControlCap), [
       MCP_CONTROL_REQUESTS_PER_MINUTE,

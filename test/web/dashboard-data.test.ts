@@ -85,6 +85,18 @@ describe('dashboard data routes', { skip: SKIP }, () => {
     assert.equal(keys.body.data.keys[0].usage.requests_total, 1, 'only the API call');
   });
 
+  test('an API key sent to the data routes is API usage: its tier quota and usage count, not the per-address budget', async () => {
+    const pro = await h.keyFor('pro', 'dashboard-with-key');
+    const first = await h.request('GET', '/app/data/signal-history/btc', { token: pro.key });
+    assert.equal(first.status, 200, first.raw);
+    assert.equal(first.headers['x-ratelimit-limit'], '5000', "the pro tier's day limit, not the dashboard budget");
+    const again = await h.request('GET', '/app/data/signals', { token: pro.key });
+    assert.equal(Number(again.headers['x-ratelimit-remaining']), Number(first.headers['x-ratelimit-remaining']) - 1);
+    await h.svc.usage.flush();
+    const keys = await h.request('GET', '/api/v1/keys', { token: pro.jwt });
+    assert.equal(keys.body.data.keys[0].usage.requests_total, 2, 'both counted on the key');
+  });
+
   test('key management and theses are not dashboard data routes: they stay on /api/v1 under its rules', async () => {
     for (const p of ['/keys', '/thesis']) expectError(await h.request('GET', `/app/data${p}`), 404, 'NOT_FOUND');
   });
