@@ -158,7 +158,8 @@ export async function createService(
       try {
         closeAdmin = await startAdminChannel(socket, async (email, tier) => {
           const users = await core.keys.setTier(email, tier);
-          core.log.info({ email, tier, users }, `admin channel: tier of ${email} set to ${tier} (${users} user(s))`);
+          // No email in the log (personal data; the operator's command prints it to the operator).
+          core.log.info({ tier, users }, `admin channel: users set-tier to ${tier} (${users} user(s) changed)`);
           return users;
         });
         core.log.info({ socket }, 'admin channel listening (users set-tier while the service runs)');

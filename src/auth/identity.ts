@@ -31,6 +31,9 @@ export { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity, IDP_JWT_ALG } 
 /** Lifetime of an issued JWT. */
 export const IDP_JWT_TTL = '15m';
 
+/** Longest message of the identity provider's that is logged whole, characters. */
+const LOGGED_MESSAGE_MAX = 300;
+
 /**
  * Builds the embedded identity provider (better-auth 1.7), for deployments without an
  * external one (AUTH_ISSUER unset); the HTTP edge mounts its routes (src/http/identity.ts):
@@ -146,7 +149,13 @@ export async function createEmbeddedIdentity(opts: {
     logger: {
       log: (level, message, ...args) => {
         const err = args.find((a) => a instanceof Error);
-        log[level](err ? { err: safeError(err) } : {}, redact(message));
+        // better-auth reports a refused client request (an invalid callbackURL, Origin or OAuth
+        // state) at error level with the client's values in the text: the client's mistake, not
+        // the service's, so a warning, and at most LOGGED_MESSAGE_MAX characters of it, so that
+        // anonymous requests cannot fill the error log with lines of their own making.
+        const text = redact(message);
+        const short = text.length > LOGGED_MESSAGE_MAX ? `${text.slice(0, LOGGED_MESSAGE_MAX)}… (${text.length} characters)` : text;
+        log[level === 'error' && !err ? 'warn' : level](err ? { err: safeError(err) } : {}, short);
       },
     },
     // Unexpected errors are thrown to `handler` below (logged there, as JSON and without

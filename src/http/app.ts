@@ -29,6 +29,9 @@ import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
 import { v1Routes } from './routes/v1.ts';
 
+/** Content-Security-Policy of the API reference at /docs (Swagger UI, served from local files). */
+const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /** What the HTTP app is built from: the core's services and access rules (src/core.ts builds them). */
 export interface HttpDeps {
   config: Pick<Config, 'TRUST_PROXY' | 'CORS_ORIGINS' | 'METRICS'>;
@@ -387,6 +390,18 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           )
         : payload,
     );
+    // The same framing and sniffing protection as the dashboard's pages, and a CSP: scripts,
+    // fetches, images and fonts from this origin only. Swagger UI sets inline styles as it
+    // renders (the one allowance). The plugin's own `staticCSP` is not used: it adds
+    // upgrade-insecure-requests, which breaks the page on a plain-HTTP deployment.
+    docs.addHook('onRequest', (_req, reply, done) => {
+      reply
+        .header('content-security-policy', DOCS_CSP)
+        .header('x-frame-options', 'DENY')
+        .header('x-content-type-options', 'nosniff')
+        .header('referrer-policy', 'no-referrer');
+      done();
+    });
     await docs.register(fastifySwaggerUi, {
       routePrefix: '/docs',
       uiConfig: { url: '/api/v1/openapi.json' } as never,

@@ -158,6 +158,20 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
     // better-auth parses the body itself: hand it the raw bytes, whatever the content type.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: AUTH_BODY_LIMIT }, (_req, body, done) => done(null, body));
+    // better-auth's own HTML (its /auth/error page, with an inline style) gets the framing and
+    // sniffing protection of the dashboard's pages and a CSP that allows nothing but that style.
+    scope.addHook('onSend', (_req, reply, payload, done) => {
+      if (String(reply.getHeader('content-type') ?? '').startsWith('text/html'))
+        reply
+          .header(
+            'content-security-policy',
+            "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+          )
+          .header('x-frame-options', 'DENY')
+          .header('x-content-type-options', 'nosniff')
+          .header('referrer-policy', 'no-referrer');
+      done(null, payload);
+    });
 
     scope.route({
       method: ['GET', 'POST'],

@@ -515,7 +515,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   },
   createKey: {
     id: 'fc11ae2e-8669-4bfc-a81e-26293288bc78',
-    key: 'svc_live_wQbxof0KcmJxcXtd0lCdhiXHSq8hb9lX0uywcs',
+    key: 'svc_live_wQbxof0KcmJxcXtd0lCdhiXHSq8hb9lXEXAMPL',
     prefix: 'svc_live_wQbx',
     name: 'laptop',
     tier: 'free',

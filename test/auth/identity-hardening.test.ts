@@ -119,6 +119,13 @@ describe('embedded identity provider on PGlite', () => {
     assert.match(reset.body.error.message, /^Password reset is not offered: this service sends no email/);
     assert.match((await post(svc, '/auth/delete-user', {})).body.error.message, /^Deleting an account is not offered here/);
 
+    // better-auth's HTML error page is framed and sniffed no more than the dashboard's pages.
+    const page = await svc.app.inject({ method: 'GET', url: '/auth/error?error=x', remoteAddress: freshIp() });
+    assert.match(String(page.headers['content-type']), /^text\/html/);
+    assert.match(String(page.headers['content-security-policy']), /^default-src 'none'; style-src 'unsafe-inline';/);
+    assert.equal(page.headers['x-frame-options'], 'DENY');
+    assert.equal(page.headers['x-content-type-options'], 'nosniff');
+
     for (const headers of [{}, { authorization: 'Bearer not-a-session' }]) {
       const token = await svc.app.inject({ method: 'GET', url: '/auth/token', headers, remoteAddress: freshIp() });
       assert.equal(token.statusCode, 401, token.body);
@@ -342,6 +349,27 @@ describe('embedded identity provider on PGlite', () => {
     // Without a session: 401, nothing deleted.
     assert.equal((await post(svc, '/auth/revoke-other-sessions', {})).status, 401);
   });
+});
+
+test("a client's refused identity request (a foreign callbackURL, a bad Origin) is a short warning in the log, not a long error line", async () => {
+  const log = capture();
+  const svc = await createService(testConfig({ LOG_LEVEL: 'info' }), { logStream: log.stream, publicUrl: 'http://idp.logs.test' });
+  try {
+    await svc.app.ready();
+    const long = `https://evil.example/${'X'.repeat(12_000)}`;
+    const r = await svc.app.inject({ method: 'GET', url: `/auth/verify-email?token=a&callbackURL=${encodeURIComponent(long)}` });
+    assert.ok(r.statusCode >= 400 && r.statusCode < 500, `${r.statusCode} ${r.body.slice(0, 200)}`);
+    const lines = log.lines.map((l) => JSON.parse(l) as { level: number; msg: string });
+    const mention = lines.filter((l) => /callbackURL/i.test(l.msg));
+    assert.ok(mention.length > 0, 'the refusal is logged');
+    for (const l of mention) {
+      assert.equal(l.level, 40, 'a warning, not an error');
+      assert.ok(l.msg.length < 400, `${l.msg.length} characters`);
+    }
+    assert.ok(!lines.some((l) => l.level >= 50), 'no error-level line for a client mistake');
+  } finally {
+    await svc.stop();
+  }
 });
 
 const pgUp = await postgresAvailable();

@@ -8,6 +8,8 @@ import { promisify } from 'node:util';
 import { ROOT_DIR } from '../../src/config.ts';
 import { ERROR_CODES } from '../../src/errors.ts';
 import { SUCCESS_EXAMPLES } from '../../src/http/openapi-examples.ts';
+import { keyFormatError } from '../../src/auth/api-keys.ts';
+import { readFileSync } from 'node:fs';
 import { createService, type Service } from '../../src/server.ts';
 import { testConfig } from '../helpers/env.ts';
 
@@ -179,6 +181,13 @@ describe('OpenAPI document', () => {
     }
     // SignalEntry is defined once and referenced, not repeated inline.
     assert.equal(raw.split('"Canonical (CoinGecko) asset id"').length - 1, 1);
+  });
+
+  test('example keys (OpenAPI, README) fail the checksum: no secret scanner or reader takes one for a real key', () => {
+    const readme = readFileSync(path.join(ROOT_DIR, 'README.md'), 'utf8');
+    const keys = [(SUCCESS_EXAMPLES.createKey as { key: string }).key, ...(readme.match(/svc_live_[A-Za-z0-9]{38}\b/g) ?? [])];
+    assert.ok(keys.length >= 2);
+    for (const k of keys) assert.equal(keyFormatError(k), 'bad_checksum', k);
   });
 
   test('the signal-history example is point-in-time: no factor names data after its entry day', () => {

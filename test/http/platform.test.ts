@@ -131,6 +131,13 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     assert.match(res.body, /<title>Market Intelligence API: reference<\/title>/);
     const init = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
     assert.equal(init.statusCode, 200);
+    // Framing, sniffing and script protection like the dashboard's pages (the page renders under it: test/web).
+    for (const r of [res, init]) {
+      assert.match(String(r.headers['content-security-policy']), /^default-src 'none'; script-src 'self';/);
+      assert.doesNotMatch(String(r.headers['content-security-policy']), /upgrade-insecure-requests/);
+      assert.equal(r.headers['x-frame-options'], 'DENY');
+      assert.equal(r.headers['x-content-type-options'], 'nosniff');
+    }
   });
 
   test('/healthz and /readyz', async () => {

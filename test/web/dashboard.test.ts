@@ -477,6 +477,22 @@ describe('phone width', { skip: SKIP }, () => {
   });
 });
 
+describe('API reference', { skip: SKIP }, () => {
+  test('/docs renders every operation under its Content-Security-Policy, with no console error', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      const errors = watchErrors(page);
+      await page.goto(`${base}/docs/`);
+      await page.locator('.opblock').first().waitFor({ timeout: 30_000 });
+      assert.ok((await page.locator('.opblock').count()) >= 15);
+      assert.deepEqual(errors, []);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('keyboard', { skip: SKIP }, () => {
   test('the skip link comes first with a visible focus ring; a column sorts from the keyboard; a row opens its asset page', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
