@@ -453,7 +453,14 @@ function program(): Command {
       if (r.users === 0) {
         process.stderr.write(`${noUserMessage(cfg, email, r.via === 'none')}\n`);
         process.exitCode = 1;
-      } else process.stdout.write(`${email}: tier set to ${tier}${r.via === 'the running service' ? ' (by the running service)' : ''}\n`);
+      } else {
+        process.stdout.write(`${email}: tier set to ${tier}${r.via === 'the running service' ? ' (by the running service)' : ''}\n`);
+        // Anyone can sign up under any address with the embedded provider (it sends no email).
+        if (!cfg.AUTH_ISSUER && tier !== 'free')
+          process.stderr.write(
+            `note: the embedded identity provider does not verify email addresses, so whoever signed up first as ${email} now has the ${tier} plan: check that the account is your customer's\n`,
+          );
+      }
     });
   return prog;
 }

@@ -163,6 +163,11 @@ test('users set-tier sets the plan of a registered user who has no key yet; an u
   const r = await cli(['users', 'set-tier', 'NoKey@Example.com', 'pro'], { PGLITE_DIR: pgliteDir });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /NoKey@Example\.com: tier set to pro/);
+  // The embedded provider verifies no address: the operator is told to check who owns the account.
+  assert.match(
+    r.stderr,
+    /^note: the embedded identity provider does not verify email addresses, so whoever signed up first as NoKey@Example\.com now has the pro plan/m,
+  );
 
   const unknown = await cli(['users', 'set-tier', 'ghost@example.com', 'pro'], { PGLITE_DIR: pgliteDir });
   assert.equal(unknown.code, 1);
