@@ -51,10 +51,12 @@ async function serve(cfg: Config): Promise<void> {
   flushServeLog = () => flushLogger(log);
   const svc = await createService(cfg, { log });
   let stopping = false;
-  // A graceful stop bounded by SHUTDOWN_TIMEOUT_MS; a second signal during it exits at once.
+  // A graceful stop bounded by SHUTDOWN_TIMEOUT_MS; a second Ctrl+C (SIGINT) during it exits at
+  // once, a repeated SIGTERM (a supervisor sending it again) changes nothing.
   const stop = async (signal: string) => {
     if (stopping) {
-      svc.app.log.warn({ signal }, 'second signal during shutdown: exiting now');
+      if (signal !== 'SIGINT') return;
+      svc.app.log.warn({ signal }, 'second Ctrl+C during shutdown: exiting now');
       await flushServeLog().catch(() => {});
       process.exit(1);
     }

@@ -363,6 +363,12 @@ export interface TrackRecord {
   model_version: string;
   /** Walk-forward, out of sample, from 2020-01-01 through the data's as-of day, 10 bps per position change. */
   walk_forward: BacktestReport;
+  /**
+   * The walk-forward window's calendar years, each scored on its own (pooled metrics, and on
+   * how many of the assets with data that year long/flat's Sharpe was at least buy-and-hold's):
+   * how much of the whole-window result one year carries (docs/track-record.md, "By year").
+   */
+  by_year: { year: number; pooled: BacktestReport['pooled']; long_flat_sharpe_wins: { assets: number; of: number } }[];
   /** The served model after the data it was built on (`from` = the first day after it), recomputed from stored data. */
   live: { from: string; to: string; days: number; report: BacktestReport | null; note: string };
 }
@@ -394,5 +400,19 @@ export function trackRecord(source: BacktestSource): TrackRecord {
       note: `${CURRENT_MODEL.version} from ${liveFrom}, the first day after the data it was built on, through ${src.asOf}: recomputed from the stored data with the served code and bands, not a log of the answers served at the time; 30-day figures cover days with a known 30-day return.`,
     };
   }
-  return { model_version: CURRENT_MODEL.version, walk_forward: walk, live };
+  const byYear = backtestByYear(src, { from: DEFAULT_FROM, to: src.asOf, walkForward: true }).map(({ year, report }) => ({
+    year,
+    pooled: report.pooled,
+    long_flat_sharpe_wins: { assets: sharpeWins(report.assets), of: report.assets.length },
+  }));
+  return { model_version: CURRENT_MODEL.version, walk_forward: walk, by_year: byYear, live };
+}
+
+/**
+ * On how many of `assets` long/flat's Sharpe is at least buy-and-hold's (a window
+ * without a position has no long/flat Sharpe: no win). Shared by the track record and its
+ * Markdown (src/services/backtest-format.ts).
+ */
+export function sharpeWins(assets: readonly Pick<WindowMetrics, 'long_flat' | 'buy_and_hold'>[]): number {
+  return assets.filter((a) => (a.long_flat.sharpe ?? -Infinity) >= (a.buy_and_hold.sharpe ?? Infinity)).length;
 }

@@ -27,9 +27,14 @@ export function runNode(
     });
     let stdout = '';
     let stderr = '';
+    let stopped = false;
     child.stdout.on('data', (d) => {
       stdout += d;
-      if (opts.until?.test(stdout)) child.kill('SIGTERM');
+      // One SIGTERM, as a supervisor sends it (not one per later chunk of output).
+      if (!stopped && opts.until?.test(stdout)) {
+        stopped = true;
+        child.kill('SIGTERM');
+      }
     });
     child.stderr.on('data', (d) => (stderr += d));
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);

@@ -624,6 +624,14 @@ describe('track record', { skip: SKIP }, () => {
         year.candidates.some((c) => JSON.stringify(c) === JSON.stringify(ex.choices[0]!.candidates[0])),
         'the example candidate is one of the served ones',
       );
+      // Each year on its own, as docs/track-record.md's "By year" table.
+      assert.deepEqual(
+        d.by_year.map((y) => [y.year, y.pooled.from, y.pooled.to, y.long_flat_sharpe_wins.of]),
+        [2020, 2021, 2022, 2023, 2024, 2025].map((y) => [y, `${y}-01-01`, y === 2025 ? '2025-09-30' : `${y}-12-31`, y < 2024 ? 10 : 11]),
+      );
+      const exYear = (SUCCESS_EXAMPLES.getTrackRecord as { by_year: typeof d.by_year }).by_year[0]!;
+      const served = d.by_year.find((y) => y.year === exYear.year)!;
+      assert.deepEqual({ ...exYear, pooled: noConfidence(exYear.pooled) }, { ...served, pooled: noConfidence(served.pooled) });
       assert.equal(d.live.from, '2025-10-01');
       assert.equal(d.live.days, 0);
       assert.equal(d.live.report, null);

@@ -90,6 +90,19 @@ export const TrackRecordSchema = z.object({
   walk_forward: BacktestReportSchema.describe(
     'Walk-forward from 2020-01-01 through the as-of day, 10 bps per position change: the level bands are chosen each year on earlier data only (out of sample); the model\'s structure was chosen with these years in view (docs/methodology.md, "Honesty"), so these figures are in-sample for it',
   ),
+  by_year: z
+    .array(
+      z.object({
+        year: z.number().int(),
+        pooled: WindowMetricsSchema.describe('The walk-forward run over this calendar year alone (cut to the window), pooled over the assets'),
+        long_flat_sharpe_wins: z
+          .object({ assets: z.number().int(), of: z.number().int() })
+          .describe("On how many of the assets with data that year long/flat's Sharpe was at least buy-and-hold's"),
+      }),
+    )
+    .describe(
+      'Each year of the walk-forward window scored on its own: how much of the whole-window result one year carries (the pooled 30-day IC can be positive over the window while negative in most years)',
+    ),
   live: z.object({
     from: Day.describe('First day after the data the model version was built on (2025-10-01): its out-of-sample period starts here'),
     to: Day,
