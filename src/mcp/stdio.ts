@@ -41,6 +41,13 @@ export const STDIO_MAX_MESSAGE_BYTES = 1_048_576;
 /** The head and tail of a line kept to find the id of a message too long to read. */
 const ID_WINDOW = 256;
 
+/** An id value as JSON: an integer, or a string of at most 200 characters. */
+const ID_VALUE = String.raw`(-?\d+|"(?:[^"\\]|\\.){0,200}")`;
+/** `{"jsonrpc": "2.0", "id": <id>` at the start of a line. */
+const ID_AT_HEAD = new RegExp(String.raw`^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*${ID_VALUE}`);
+/** `, "id": <id>}` at the end of a line. */
+const ID_AT_TAIL = new RegExp(String.raw`[,{]\s*"id"\s*:\s*${ID_VALUE}\s*\}\s*$`);
+
 /**
  * The id of a JSON-RPC request whose line is too long to parse, from its first or last bytes
  * when it is where clients put it: right after `"jsonrpc": "2.0"` at the start, or the last
@@ -48,10 +55,7 @@ const ID_WINDOW = 256;
  * either. null when not found.
  */
 function idOfLongLine(head: string, tail: string): string | number | null {
-  const value = String.raw`(-?\d+|"(?:[^"\\]|\\.){0,200}")`;
-  const m =
-    new RegExp(String.raw`^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*${value}`).exec(head) ??
-    new RegExp(String.raw`[,{]\s*"id"\s*:\s*${value}\s*\}\s*$`).exec(tail);
+  const m = ID_AT_HEAD.exec(head) ?? ID_AT_TAIL.exec(tail);
   if (!m) return null;
   try {
     const id = JSON.parse(m[1]!) as string | number;
@@ -119,6 +123,19 @@ export function screenedStdin(
     size = 0;
     over = null;
   };
+  /** The first or last ID_WINDOW bytes of `bufs` taken together, copied out of them. */
+  const edge = (bufs: Buffer[], which: 'head' | 'tail'): Buffer => {
+    const picked: Buffer[] = [];
+    let n = 0;
+    for (let k = 0; k < bufs.length && n < ID_WINDOW; k++) {
+      const b = bufs[which === 'head' ? k : bufs.length - 1 - k]!;
+      if (which === 'head') picked.push(b);
+      else picked.unshift(b);
+      n += b.length;
+    }
+    const joined = Buffer.concat(picked);
+    return Buffer.from(which === 'head' ? joined.subarray(0, ID_WINDOW) : joined.subarray(-ID_WINDOW));
+  };
   const take = (piece: Buffer) => {
     if (piece.length === 0) return;
     if (!over && size + piece.length <= maxBytes) {
@@ -127,8 +144,9 @@ export function screenedStdin(
       return;
     }
     if (!over) {
-      const all = Buffer.concat([...parts, piece]);
-      over = { head: Buffer.from(all.subarray(0, ID_WINDOW)), tail: Buffer.from(all.subarray(-ID_WINDOW)), bytes: all.length };
+      // Only the first and last ID_WINDOW bytes are kept: no copy of the megabyte read so far.
+      const all = [...parts, piece];
+      over = { head: edge(all, 'head'), tail: edge(all, 'tail'), bytes: size + piece.length };
       parts = [];
       size = 0;
       return;
