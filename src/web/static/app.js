@@ -1417,7 +1417,7 @@ async function renderAccount() {
     keysSection(
       h('p', {
         class: 'small muted',
-        text: 'Keys are for the API and MCP; the dashboard itself needs none and does not count against your quota.',
+        text: "Keys are for the API and MCP; the dashboard itself needs none. Its market pages do not count against your quota; your theses (listed, created and deleted below through the API) do, as your tier's requests.",
       }),
     ),
     thesesSection(assets),
