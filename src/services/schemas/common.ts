@@ -18,6 +18,12 @@ function kindOf(v: unknown): string {
   return { string: 'a string', boolean: 'a boolean', object: 'an object' }[typeof v as string] ?? typeof v;
 }
 
+/** A value given, as JSON, at most 40 characters of it (an error message does not echo a megabyte back). */
+function shown(v: unknown): string {
+  const json = JSON.stringify(v) ?? String(v);
+  return json.length <= 40 ? json : `${json.slice(0, 40)}… (${json.length} characters)`;
+}
+
 /** The expected type, as a phrase: "a number", "an integer". */
 const EXPECTED: Record<string, string> = {
   number: 'a number',
@@ -45,7 +51,7 @@ z.config({
       case 'invalid_type':
         return EXPECTED[iss.expected] ? `must be ${EXPECTED[iss.expected]}, got ${kindOf(iss.input)}` : undefined;
       case 'invalid_value':
-        return `must be one of ${iss.values.map((v) => JSON.stringify(v)).join('|')}, got ${JSON.stringify(iss.input)}`;
+        return `must be one of ${iss.values.map((v) => JSON.stringify(v)).join('|')}, got ${shown(iss.input)}`;
       case 'too_small':
         if (iss.origin === 'number' || iss.origin === 'int')
           return `must be ${iss.inclusive ? 'at least' : 'above'} ${bound(iss.minimum)}, got ${bound(iss.input as number)}`;
