@@ -94,7 +94,9 @@ export const TrackRecordSchema = z.object({
     .array(
       z.object({
         year: z.number().int(),
-        pooled: WindowMetricsSchema.describe('The walk-forward run over this calendar year alone (cut to the window), pooled over the assets'),
+        pooled: WindowMetricsSchema.describe(
+          'The walk-forward run over this calendar year alone (cut to the window), pooled over the assets',
+        ),
         long_flat_sharpe_wins: z
           .object({ assets: z.number().int(), of: z.number().int() })
           .describe("On how many of the assets with data that year long/flat's Sharpe was at least buy-and-hold's"),
