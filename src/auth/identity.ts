@@ -217,7 +217,8 @@ export async function createEmbeddedIdentity(opts: {
    * `{status: true}`; `revoke-other-sessions` compared digests with the caller's clear token,
    * matched nothing and answered the same. Both are done here: the caller's session is checked
    * by better-auth, then the rows are deleted by digest, only among the caller's own sessions.
-   * `revoke-session` with a clear token (the caller's own) stays better-auth's.
+   * `revoke-session` with any other string (a clear token, e.g. the caller's own) is digested
+   * first; better-auth answered `{status: true}` for one that matched none of the caller's.
    * @returns null when better-auth should answer the request itself.
    */
   const revokeByDigest = async (request: Request): Promise<Response | null> => {
@@ -238,8 +239,8 @@ export async function createEmbeddedIdentity(opts: {
         .clone()
         .json()
         .catch(() => null)) as { token?: unknown } | null;
-      if (typeof body?.token !== 'string' || !DIGEST.test(body.token)) return null;
-      target = body.token;
+      if (typeof body?.token !== 'string') return null;
+      target = DIGEST.test(body.token) ? body.token : sessionTokenDigest(body.token);
     }
     const session = await auth.api.getSession({ headers: request.headers });
     if (!session) return Response.json({ code: 'UNAUTHORIZED', message: 'Unauthorized' }, { status: 401 });

@@ -51,14 +51,50 @@ export function defineTool<A extends z.ZodObject, D>(t: ToolDefinition<A, D>): T
   return { ...t, input: closedObject(t.input, 'argument') as unknown as A };
 }
 
-/** The `tools/list` entry of a tool: JSON Schemas converted once (draft-7, as the SDK does). */
+/** Keywords that describe a node and stay beside a nullable's `anyOf` (all others go into its branch). */
+const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples', '$id', '$schema']);
+
+/**
+ * zod writes a nullable scalar as `type: ["number", "null"]` and a union of scalars as
+ * `type: ["number", "string"]`: legal JSON Schema, but a client that maps tool schemas onto a
+ * single-`type` dialect (the OpenAPI subset of Gemini function declarations) may reject the
+ * tool; the MCP Inspector's `--strict` schema-portability check warns about each one.
+ * Rewritten, in place and at every depth, as `anyOf` with one `type` per branch, e.g.
+ * `anyOf: [{type: "number", minimum: 0}, {type: "null"}]`: the same set of values (a
+ * validation keyword that does not apply to a branch's type is ignored there, so each
+ * non-null branch takes them all). zod's `override` hook does not see these arrays: they
+ * appear after it, when shared schemas are inlined.
+ */
+function singleTypeBranches(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(singleTypeBranches);
+  if (node === null || typeof node !== 'object') return;
+  const schema = node as Record<string, unknown>;
+  for (const value of Object.values(schema)) singleTypeBranches(value);
+  const types = schema.type;
+  if (!Array.isArray(types) || types.length < 2) return;
+  const keywords: Record<string, unknown> = {};
+  for (const key of Object.keys(schema)) {
+    if (key === 'type' || ANNOTATIONS.has(key)) continue;
+    keywords[key] = schema[key];
+    delete schema[key];
+  }
+  delete schema.type;
+  schema.anyOf = types.map((type) => (type === 'null' ? { type } : { type, ...keywords }));
+}
+
+/** The `tools/list` entry of a tool: JSON Schemas converted once (draft-7, as the SDK does; one `type` per schema). */
 export function listEntry(t: ToolDefinition): Tool {
+  const convert = (schema: z.ZodType, io: 'input' | 'output') => {
+    const json = z.toJSONSchema(schema, { target: 'draft-7', io });
+    singleTypeBranches(json);
+    return json;
+  };
   return {
     name: t.name,
     title: t.title,
     description: t.description,
-    inputSchema: z.toJSONSchema(t.input, { target: 'draft-7', io: 'input' }) as Tool['inputSchema'],
-    outputSchema: z.toJSONSchema(t.output, { target: 'draft-7', io: 'output' }) as Tool['outputSchema'],
+    inputSchema: convert(t.input, 'input') as Tool['inputSchema'],
+    outputSchema: convert(t.output, 'output') as Tool['outputSchema'],
     annotations: READ_ONLY,
   };
 }

@@ -321,7 +321,10 @@ describe('embedded identity provider on PGlite', () => {
     // A digest that is none of the caller's sessions: nothing done, and it says so.
     const other = await post(svc, '/auth/revoke-session', { token: sha256('not a session of mine') }, as(a));
     assert.deepEqual(other.body, { status: false });
-    // The clear token of one's own session still works (better-auth's own path).
+    // Nor is any other string (better-auth answered true for it).
+    const junk = await post(svc, '/auth/revoke-session', { token: 'not a session token' }, as(a));
+    assert.deepEqual(junk.body, { status: false });
+    // The clear token of one's own session still works.
     assert.deepEqual((await post(svc, '/auth/revoke-session', { token: c }, as(a))).body, { status: true });
     assert.equal(await works(c), false);
     // A page on another origin posting with A's cookie (CSRF), or a body that is not JSON: refused, nothing ended.

@@ -59,6 +59,11 @@ after(async () => {
 test('MCP Inspector CLI lists the six tools and calls get_signals against the running server', async () => {
   const list = (await inspector('--method', 'tools/list')) as { tools: { name: string }[] };
   assert.deepEqual(list.tools.map((t) => t.name).sort(), [...TOOL_NAMES].sort());
+  // Its schema-portability check prints nothing when clean (zod's `type: [X, "null"]` arrays
+  // drew "Schema portability: 0 errors, 36 warnings across 6 tools").
+  const strict = await run(...inspectorArgs(['--method', 'tools/list', '--strict']));
+  assert.doesNotMatch(strict.stderr, /Schema portability|Warning|Error/i, strict.stderr);
+  assert.equal((JSON.parse(strict.stdout) as { tools: unknown[] }).tools.length, TOOL_NAMES.length);
 
   const call = (await inspector('--method', 'tools/call', '--tool-name', 'get_signals', '--tool-arg', 'asset=bitcoin')) as {
     structuredContent: Record<string, unknown>;
