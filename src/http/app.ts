@@ -27,11 +27,14 @@ import { createGuard } from './guard.ts';
 import { HttpMetrics, PROTOCOL_ERROR } from './metrics.ts';
 import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
+import { pageHeaders } from './page-headers.ts';
 import { v1Routes } from './routes/v1.ts';
 
 /** Content-Security-Policy of the API reference at /docs (Swagger UI, served from local files). */
 const DOCS_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/** Content-Security-Policy of the 404 page (no script, style or image of its own). */
+const NOT_FOUND_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /** What the HTTP app is built from: the core's services and access rules (src/core.ts builds them). */
 export interface HttpDeps {
   config: Pick<Config, 'TRUST_PROXY' | 'CORS_ORIGINS' | 'METRICS'>;
@@ -320,11 +323,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
 
   const notFound = (req: FastifyRequest, reply: FastifyReply) =>
     isPageNavigation(req)
-      ? reply
-          .code(404)
-          .type('text/html; charset=utf-8')
-          .header('content-security-policy', "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-          .header('x-content-type-options', 'nosniff')
+      ? pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
           .header('cache-control', 'no-store')
           .header('x-request-id', req.id)
           .send(notFoundPage(pathOf(req.url)))
@@ -395,11 +394,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     // renders (the one allowance). The plugin's own `staticCSP` is not used: it adds
     // upgrade-insecure-requests, which breaks the page on a plain-HTTP deployment.
     docs.addHook('onRequest', (_req, reply, done) => {
-      reply
-        .header('content-security-policy', DOCS_CSP)
-        .header('x-frame-options', 'DENY')
-        .header('x-content-type-options', 'nosniff')
-        .header('referrer-policy', 'no-referrer');
+      pageHeaders(reply, DOCS_CSP);
       done();
     });
     await docs.register(fastifySwaggerUi, {

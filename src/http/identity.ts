@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { pageHeaders } from './page-headers.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fromNodeHeaders } from 'better-auth/node';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth/identity-lazy.ts';
@@ -162,14 +163,7 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
     // sniffing protection of the dashboard's pages and a CSP that allows nothing but that style.
     scope.addHook('onSend', (_req, reply, payload, done) => {
       if (String(reply.getHeader('content-type') ?? '').startsWith('text/html'))
-        reply
-          .header(
-            'content-security-policy',
-            "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-          )
-          .header('x-frame-options', 'DENY')
-          .header('x-content-type-options', 'nosniff')
-          .header('referrer-policy', 'no-referrer');
+        pageHeaders(reply, "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
       done(null, payload);
     });
 

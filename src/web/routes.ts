@@ -11,6 +11,7 @@ import { REGIME_ORDER, THESIS_METRICS } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS } from '../engine/types.ts';
 import type { AsOf } from '../http/envelope.ts';
 import { createGuard } from '../http/guard.ts';
+import { pageHeaders } from '../http/page-headers.ts';
 import { v1Routes } from '../http/routes/v1.ts';
 import { type Access, DASHBOARD_REQUESTS_PER_MINUTE, dashboardPolicy } from '../services/access.ts';
 import { MAX_ACTIVE_KEYS } from '../services/keys.ts';
@@ -81,7 +82,7 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
   const html = dashboardHtml(config);
   // An asset page for an asset the service does not know is a 404 (the page still renders,
   // and says so), like any other page that does not exist.
-  const page = (req: FastifyRequest, reply: FastifyReply) =>
+  const page = (req: FastifyRequest, reply: FastifyReply) => {
     reply
       .code(
         (req.params as { asset?: string }).asset !== undefined &&
@@ -90,12 +91,9 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
           : 200,
       )
       .type('text/html; charset=utf-8')
-      .header('content-security-policy', DASHBOARD_CSP)
-      .header('cache-control', 'no-cache')
-      .header('x-frame-options', 'DENY')
-      .header('referrer-policy', 'no-referrer')
-      .header('x-content-type-options', 'nosniff')
-      .send(html);
+      .header('cache-control', 'no-cache');
+    return pageHeaders(reply, DASHBOARD_CSP).send(html);
+  };
 
   await app.register(async (web) => {
     await web.register(fastifyCompress, { encodings: ['br', 'gzip', 'deflate'], threshold: 1024 });

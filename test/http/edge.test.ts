@@ -188,6 +188,10 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     assert.equal(page.status, 404);
     assert.match(String(page.headers['content-type']), /^text\/html/);
     assert.match(String(page.headers['content-security-policy']), /default-src 'none'/);
+    // The same page headers as every other HTML page (it lacked the framing and referrer ones).
+    assert.equal(page.headers['x-frame-options'], 'DENY');
+    assert.equal(page.headers['referrer-policy'], 'no-referrer');
+    assert.equal(page.headers['x-content-type-options'], 'nosniff');
     assert.match(page.raw, /<h1>Page not found<\/h1>/);
     assert.match(page.raw, /<code>\/asset\/<\/code>/);
     assert.ok(page.raw.includes('<a href="/">Overview</a>'));
