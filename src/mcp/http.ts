@@ -12,6 +12,7 @@ import {
   PUBLIC_UNMETERED,
   QUERY_CREDENTIAL_MESSAGE,
   queryCredential,
+  rateLimited,
   refusalHeaders,
   type Access,
 } from '../services/access.ts';
@@ -324,21 +325,18 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
           if (!b.allowed) {
             reply.header('Retry-After', String(b.retryAfterSec));
             reply.headers(rateLimitHeaders(await deps.access.peek(caller)));
-            return rpcError(
-              reply,
-              429,
-              -32000,
+            const refused = rateLimited(
               `Too many MCP messages other than tools/call: at most ${control.cap} per minute on the ${caller.tier} tier, each message of a batch counted; retry in ${b.retryAfterSec} s (a client that stays connected sends initialize and tools/list once, not before every call)`,
-              messages.length === 1 ? messageId(messages[0]) : null,
-              {
-                code: 'RATE_LIMITED',
-                window: 'minute',
-                limit: control.cap,
-                reset: new Date(Date.now() + b.resetSec * 1000).toISOString(),
-                retry_after: b.retryAfterSec,
-                scope: 'mcp-control',
-              },
+              'minute',
+              control.cap,
+              new Date(Date.now() + b.resetSec * 1000),
+              b.retryAfterSec,
+              'mcp-control',
             );
+            return rpcError(reply, 429, -32000, refused.message, messages.length === 1 ? messageId(messages[0]) : null, {
+              code: refused.code,
+              ...refused.details,
+            });
           }
         }
         let decision: LimitDecision | undefined;

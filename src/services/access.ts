@@ -254,13 +254,17 @@ interface Deferred {
 
 /**
  * Whose count ran out, in a 429's `details.scope`: the API key's, the signed-in user's (JWT),
- * the client address's (no key, or its budget of failed authentications), or the account
- * ceiling (all of a user's keys and JWT requests together).
+ * the client address's (no key, or its budget of failed authentications), the account
+ * ceiling (all of a user's keys and JWT requests together), or MCP's cap on messages other
+ * than tools/call (per key or address; src/mcp/http.ts).
  */
-export type QuotaScope = 'key' | 'jwt' | 'address' | 'account';
+export type QuotaScope = 'key' | 'jwt' | 'address' | 'account' | 'mcp-control';
 
-/** 429 RATE_LIMITED with `details: {window, limit, reset, retry_after, scope?}` (seconds). */
-function rateLimited(
+/**
+ * 429 RATE_LIMITED with `details: {window, limit, reset, retry_after, scope?}` (`reset` ISO
+ * 8601, `retry_after` seconds): the one shape of every quota refusal, REST and MCP.
+ */
+export function rateLimited(
   message: string,
   window: 'minute' | 'day',
   limit: number,
