@@ -1078,6 +1078,8 @@ export interface SignalChange {
   /** Close of the candle dated `changed_at` (USD). */
   price_usd: number;
   factors: Factor[];
+  /** Why the signal took this level that day (the band, hysteresis, confirmation or volatility gate). */
+  level_rule: LevelRule;
 }
 
 /**
@@ -1105,6 +1107,7 @@ export function signalChanges(series: readonly SignalResult[], prices: readonly 
       confidence: s.confidence,
       price_usd: price,
       factors: s.factors,
+      level_rule: s.level_rule,
     });
   }
   return out;

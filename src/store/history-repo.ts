@@ -2,10 +2,13 @@ import { and, desc, eq, gte, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { backfillState, signalHistory, signalSnapshots } from './schema.ts';
 import type { SignalChange } from '../engine/signal.ts';
-import type { SignalLevel } from '../engine/types.ts';
+import type { LevelRule, SignalLevel } from '../engine/types.ts';
 
-/** One stored signal change (see `signal_history`): the engine's change, as computed that day. */
-export type StoredChange = SignalChange;
+/**
+ * One stored signal change (see `signal_history`): the engine's change, as computed that day;
+ * `level_rule` is null on rows stored before the history kept it (migration 0008).
+ */
+export type StoredChange = Omit<SignalChange, 'level_rule'> & { level_rule: LevelRule | null };
 /** A stored change with the model version that computed it. */
 export type VersionedChange = StoredChange & { model_version: string };
 
@@ -60,6 +63,7 @@ export class HistoryRepo {
           confidence: c.confidence,
           priceUsd: c.price_usd,
           factors: c.factors,
+          levelRule: c.level_rule,
           modelVersion: engineVersion,
         }));
         const res = await tx.insert(signalHistory).values(rows).onConflictDoNothing().returning({ id: signalHistory.id });
@@ -102,6 +106,7 @@ export class HistoryRepo {
       confidence: r.confidence,
       price_usd: r.priceUsd,
       factors: r.factors,
+      level_rule: r.levelRule,
       model_version: r.modelVersion,
     }));
   }

@@ -17,7 +17,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { PLAN_TIERS } from '../auth/tiers.ts';
 import { THESIS_DIRECTIONS, type ThesisCondition } from '../engine/thesis.ts';
-import { SIGNAL_LEVELS, type Factor } from '../engine/types.ts';
+import { SIGNAL_LEVELS, type Factor, type LevelRule } from '../engine/types.ts';
 
 // The market-data tables (candles, Fear & Greed, funding, chain metrics, series freshness).
 export * from './market-schema.ts';
@@ -65,6 +65,11 @@ export const signalHistory = pgTable(
     confidence: doublePrecision('confidence').notNull(),
     priceUsd: doublePrecision('price_usd').notNull(),
     factors: jsonb('factors').$type<Factor[]>().notNull(),
+    /**
+     * Why the signal took this level that day (engine `LevelRule`: band, hysteresis,
+     * confirmation or volatility gate); null on rows stored before migration 0008 added it.
+     */
+    levelRule: jsonb('level_rule').$type<LevelRule>(),
     /** The signal model that computed the row (e.g. 'signals-v2'); each version has its own history. */
     modelVersion: text('model_version').notNull().default('signals-v1'),
     recordedAt: timestampDefaultNow('recorded_at'),

@@ -8,6 +8,7 @@ import {
   ChainHealthSchema,
   ChainMetricsSchema,
   HistoryDataSchema,
+  type HistoryEntry,
   PricesDataSchema,
   RegimeDataSchema,
   SignalEntrySchema,
@@ -393,6 +394,27 @@ describe('signal history', { skip: SKIP }, () => {
         const lim = okEnvelope(HistoryDataSchema).parse((await get('/api/v1/signal-history/btc?days=365&limit=1')).body);
         assert.equal(lim.data.entries.length, 1);
         assert.deepEqual(lim.data.entries[0], env.data.entries[0]);
+      });
+
+      test('each change says why the signal took its level that day (level_rule, as the engine computed it), exits by the volatility gate included', async () => {
+        const entries: HistoryEntry[] = [];
+        for (const end of ['2025-09-30', '2024-09-30', '2023-09-30', '2022-09-30', '2021-09-30'])
+          entries.push(
+            ...okEnvelope(HistoryDataSchema).parse((await get(`/api/v1/signal-history/ripple?days=365&limit=200&end=${end}`)).body).data
+              .entries,
+          );
+        const series = h.svc.market.signalSeries.get('ripple')!;
+        const byDay = new Map(series.map((s) => [s.as_of, s]));
+        assert.ok(entries.length > 10);
+        for (const e of entries) {
+          assert.ok(e.level_rule, `${e.changed_at}: level_rule stored`);
+          assert.deepEqual(e.level_rule, JSON.parse(JSON.stringify(byDay.get(e.changed_at)!.level_rule)), e.changed_at);
+        }
+        // A buy left for neutral while the score stayed in a buy band: the history says it was the gate
+        // (XRP 2024-12-09, strong_buy to neutral).
+        const gated = entries.find((e) => e.signal === 'neutral' && e.level_rule?.reason === 'volatility_gate');
+        assert.ok(gated, 'some change to neutral was made by the volatility gate');
+        assert.match(gated.level_rule!.explanation, /downside semideviation/);
       });
 
       test('defaults are days=30, limit=50, ending at the as-of day', async () => {

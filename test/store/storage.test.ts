@@ -19,6 +19,14 @@ const change = (day: string, signal: StoredChange['signal'], prev: StoredChange[
   confidence: 0.5,
   price_usd: 100,
   factors: [{ name: 'rsi', value: 55, unit: 'index', score: 0.1, weight: 1, contribution: 0.1, explanation: 'x', source: 'y', as_of: day }],
+  level_rule: {
+    score_level: signal,
+    reason: 'band',
+    bands: { buy: 0.3, strong: 0.55 },
+    volatility_gate: { open: true, downside_ratio: 0.8, max: 1, short_days: 90, long_days: 365 },
+    pending: null,
+    explanation: `In the ${signal} band.`,
+  },
 });
 
 /**
@@ -94,6 +102,20 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
       );
       assert.equal(listed[0]!.signal, 'sell', 'a stored change is never rewritten');
       assert.deepEqual(listed[2]!.factors, rows[0]!.factors);
+      assert.deepEqual(listed[2]!.level_rule, rows[0]!.level_rule, 'the level rule is stored with the change');
+      // A row stored without one (before migration 0008) lists it as null.
+      const { level_rule: _, ...legacy } = change('2024-01-01', 'buy', null);
+      await ctx.db.db.insert(signalHistory).values({
+        asset: 'bitcoin',
+        changedAt: legacy.changed_at,
+        signal: legacy.signal,
+        score: legacy.score,
+        confidence: legacy.confidence,
+        priceUsd: legacy.price_usd,
+        factors: legacy.factors,
+        modelVersion: 'v-old',
+      });
+      assert.equal((await repo.listChanges('bitcoin', '2024-01-01', '2024-01-01', 1, 'v-old'))[0]!.level_rule, null);
       assert.equal(listed[2]!.previous_signal, null);
       assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
       assert.deepEqual(await repo.backfillStates(), new Map([['bitcoin', { throughDate: '2024-02-10', engineVersion: 'v-test' }]]));

@@ -334,6 +334,25 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
   after(() => ctx?.close());
 
+  test('on the api tier the asset page lists the signal history, each change with the rule that set its level (its sentence on hover)', async () => {
+    await open(page, '/asset/ripple');
+    await page.waitForSelector('table#history tbody tr');
+    assert.equal(await page.textContent('table#history thead th:last-child'), 'Why');
+    const rows = await page.$$eval('table#history tbody tr', (trs) =>
+      (trs as HTMLTableRowElement[]).map((tr) => ({
+        day: tr.cells[0]!.textContent,
+        why: tr.cells[6]!.textContent,
+        title: tr.cells[6]!.getAttribute('title'),
+      })),
+    );
+    const gated = rows.find((r) => r.day === '2024-12-09');
+    assert.ok(gated, JSON.stringify(rows.map((r) => r.day)));
+    assert.equal(gated.why, 'volatility gate');
+    assert.match(gated.title ?? '', /downside semideviation/);
+    assert.ok(rows.every((r) => r.why && r.why !== '—' && r.title));
+    assert.deepEqual(errors, []);
+  });
+
   test("offline, every page says the figures are the bundled dataset's, with its last day and age", async () => {
     for (const path of ['/', '/asset/bitcoin', '/chains', '/account']) {
       await open(page, path);

@@ -248,6 +248,9 @@ export const HistoryEntrySchema = z.object({
   confidence: z.number(),
   price_usd: z.number(),
   factors: z.array(FactorSchema),
+  level_rule: LevelRuleSchema.nullable().describe(
+    'Why the signal took this level that day (band, hysteresis, confirmation or volatility gate), as GET /signals/{asset} gives it for the current day; null on changes stored before the history kept it',
+  ),
   model_version: z.string().describe('The signal model that computed this change'),
 });
 

@@ -599,7 +599,7 @@ async function historySection(asset, el) {
             h(
               'tr',
               {},
-              ['Day', 'Signal', 'Previous', 'Score', 'Confidence', 'Price'].map((t) => h('th', { scope: 'col', text: t })),
+              ['Day', 'Signal', 'Previous', 'Score', 'Confidence', 'Price', 'Why'].map((t) => h('th', { scope: 'col', text: t })),
             ),
           ),
           h(
@@ -615,6 +615,9 @@ async function historySection(asset, el) {
                 h('td', { class: 'num', text: num(e.score, 3) }),
                 h('td', { class: 'num', text: num(e.confidence, 2) }),
                 h('td', { class: 'num', text: price(e.price_usd) }),
+                // The rule that set the level that day (band, hysteresis, confirmation, volatility
+                // gate); its sentence on hover. Changes stored before the field existed: a dash.
+                h('td', e.level_rule ? { text: e.level_rule.reason.replace('_', ' '), title: e.level_rule.explanation } : { text: '—' }),
               ),
             ),
           ),

@@ -1,0 +1,1 @@
+ALTER TABLE "signal_history" ADD COLUMN "level_rule" jsonb;
