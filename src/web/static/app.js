@@ -175,7 +175,8 @@ let signInNotice = null;
  */
 function sessionEnded() {
   jwtCache = null;
-  if (location.pathname.replace(/\/+$/, '') === '/account' || location.pathname.replace(/\/+$/, '') === '/signin') {
+  const path = location.pathname.replace(/\/+$/, '');
+  if (path === '/account' || path === '/signin') {
     signInNotice = SESSION_ENDED;
     void accountPage({ focus: true });
   }
