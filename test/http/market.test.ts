@@ -633,6 +633,8 @@ describe('track record', { skip: SKIP }, () => {
       const served = d.by_year.find((y) => y.year === exYear.year)!;
       assert.deepEqual({ ...exYear, pooled: noConfidence(exYear.pooled) }, { ...served, pooled: noConfidence(served.pooled) });
       assert.equal(d.live.from, '2025-10-01');
+      // No live day yet: no last day either (not the as-of day 2025-09-30, which is before `from`).
+      assert.equal(d.live.to, null);
       assert.equal(d.live.days, 0);
       assert.equal(d.live.report, null);
       assert.match(d.live.note, /no day after it to score yet/);
