@@ -498,6 +498,8 @@ describe('signal history', { skip: SKIP }, () => {
         const late = await get('/api/v1/signal-history/bitcoin?end=2025-10-01');
         expectError(late, 400, 'INVALID_PARAMETER');
         assert.match(late.body.error.message, /'end': 2025-10-01 is after the as-of day 2025-09-30; give 2025-09-30 or earlier/);
+        // Refused by the service (after the as-of day) or by the schema (below): the same details.
+        assert.deepEqual(late.body.error.details, { location: 'querystring', field: 'end' });
         for (const [q, re] of [
           ['end=2025-02-30', /'end'.*not a calendar day/],
           ['end=yesterday', /'end'.*must be a day YYYY-MM-DD/],
@@ -508,6 +510,7 @@ describe('signal history', { skip: SKIP }, () => {
           const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
           expectError(r, 400, 'INVALID_PARAMETER');
           assert.match(r.body.error.message, re);
+          assert.deepEqual(r.body.error.details, { location: 'querystring', field: 'end' }, q);
         }
       });
 

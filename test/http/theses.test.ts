@@ -448,6 +448,9 @@ describe('theses', { skip: SKIP }, () => {
         const r = await create(body);
         expectError(r, 400, 'INVALID_PARAMETER');
         assert.match(r.body.error.message, field);
+        // Refused by the body's schema or by the service (an unsupported asset, a metric the
+        // asset lacks): the details say where, as for every other field.
+        assert.equal(r.body.error.details?.location, 'body', JSON.stringify(r.body.error));
       });
     }
 
