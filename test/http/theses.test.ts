@@ -389,6 +389,17 @@ describe('theses', { skip: SKIP }, () => {
         { ...VALID, conditions: [{ metric: 'price_usd', operator: 'lt', value: -1 }] },
         /conditions\.0\.value'.*give a value above 0/,
       ],
+      // Capped as entry, target and stop prices are (1e308 is no price).
+      [
+        'a price condition over the price cap',
+        { ...VALID, conditions: [{ metric: 'price_usd', operator: 'gt', value: 1e13 }] },
+        /^Invalid body field 'conditions\.0\.value': must be at most 1e12 for metric 'price_usd' \(USD, the cap of every thesis price\), got 1e13: give a price at most 1e12$/,
+      ],
+      [
+        'a price condition of the largest double',
+        { ...VALID, conditions: [{ metric: 'price_usd', operator: 'lt', value: 1.7976931348623157e308, kind: 'invalidation' }] },
+        /conditions\.0\.value'.*got 1\.7976931348623157e308/,
+      ],
       [
         'a 7-day fall beyond -100 %',
         { ...VALID, conditions: [{ metric: 'change_7d_pct', operator: 'lt', value: -150 }] },
