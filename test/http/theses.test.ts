@@ -490,6 +490,43 @@ describe('theses', { skip: SKIP }, () => {
       assert.match(r.body.error.message, /duplicate condition id 'dup'/);
     });
 
+    test('POST /thesis: a stop the current price has already reached is 400 naming stop_price, the price and its day; nothing is stored', async () => {
+      const u = await h.keyFor('api');
+      const eth = (await h.request('GET', '/api/v1/signals/eth', { token: u.key })).body.data as { price_usd: number; as_of: string };
+      const sol = (await h.request('GET', '/api/v1/signals/sol', { token: u.key })).body.data as { price_usd: number; as_of: string };
+      const bodies: [Record<string, unknown>, { price_usd: number; as_of: string }][] = [
+        // A long whose stop is at, or above, the price: its health would read "invalidated" at once.
+        [{ asset: 'ETH', direction: 'long', title: 'stop at the price', stop_price: eth.price_usd }, eth],
+        [{ asset: 'ETH', direction: 'long', title: 'stop above', stop_price: eth.price_usd * 1.1, target_price: eth.price_usd * 2 }, eth],
+        // A short the other way round.
+        [{ asset: 'SOL', direction: 'short', title: 'stop at the price', stop_price: sol.price_usd }, sol],
+        [{ asset: 'sol', direction: 'short', title: 'stop below', stop_price: sol.price_usd * 0.9, target_price: 1 }, sol],
+      ];
+      for (const [body, now] of bodies) {
+        const r = await create(body, u.key);
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.deepEqual(r.body.error.details, { location: 'body', field: 'stop_price', price_usd: now.price_usd, as_of: now.as_of });
+        const long = body.direction === 'long';
+        assert.equal(
+          r.body.error.message,
+          `Invalid body field 'stop_price': ${body.stop_price} is at or ${long ? 'above' : 'below'} ${long ? 'ETH' : 'SOL'}'s current price ${now.price_usd} USD (as of ${now.as_of}), so this ${body.direction} thesis would be invalidated at once; give a stop_price ${long ? 'below' : 'above'} ${now.price_usd}, or leave it out`,
+        );
+      }
+      assert.equal(eth.as_of, '2025-09-30');
+      assert.deepEqual((await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses, []);
+      // Just on the right side of the price, the same theses are accepted, and their health is not invalidated.
+      for (const [body] of [
+        [{ asset: 'ETH', direction: 'long', title: 'stop below', stop_price: eth.price_usd * 0.99 }],
+        [{ asset: 'SOL', direction: 'short', title: 'stop above', stop_price: sol.price_usd * 1.01 }],
+      ]) {
+        const r = await create(body, u.key);
+        assert.equal(r.status, 201, r.raw);
+        const health = (await h.request('GET', `/api/v1/thesis/${r.body.data.id}/health`, { token: u.key })).body.data;
+        assert.equal(health.stop_hit, false);
+        assert.notEqual(health.status, 'invalidated');
+      }
+    });
+
     test('POST /thesis: an invalid body stores nothing', async () => {
       const u = await h.keyFor('api');
       for (const [, body] of cases) assert.equal((await create(body, u.key)).status, 400);
