@@ -564,7 +564,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     ],
     live: {
       from: '2025-10-01',
-      to: '2025-09-30',
+      to: null,
       days: 0,
       report: null,
       note: 'signals-v4 was built on data through the day before 2025-10-01; the data of this deployment ends on 2025-09-30, so there is no day after it to score yet.',

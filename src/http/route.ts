@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
-import { ERROR_STATUS, type ErrorCode } from '../errors.ts';
+import { ERROR_STATUS, ServiceError, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
 import type { Operation, Served, Services } from '../services/operation.ts';
 import { closedObject } from '../services/schemas/common.ts';
@@ -56,6 +56,26 @@ export function errorCodesOf(op: Operation): ErrorCode[] {
 }
 
 /**
+ * A service's INVALID_PARAMETER names the refused input by `details.field` only (services know
+ * no HTTP); this adds the `location` the request carried it in (`params`, `querystring` or
+ * `body`, as the schema validation's errors say), so that a value refused by the service (an
+ * `end` after the as-of day) reads like one refused by the route's schema (an `end` that is
+ * not a day). Any other error, or one whose field the request does not carry, is returned as is.
+ */
+export function withLocation(err: unknown, parts: RouteParts): unknown {
+  if (!(err instanceof ServiceError) || err.code !== 'INVALID_PARAMETER') return err;
+  const field = err.details?.field;
+  if (typeof field !== 'string' || err.details?.location !== undefined) return err;
+  const top = field.split('.')[0]!;
+  const carries = (o: unknown) => typeof o === 'object' && o !== null && Object.hasOwn(o, top);
+  const location = carries(parts.params) ? 'params' : carries(parts.query) ? 'querystring' : carries(parts.body) ? 'body' : undefined;
+  if (location === undefined) return err;
+  const located = new ServiceError(err.code, err.message, { location, ...err.details }, { expected: err.expected });
+  located.stack = err.stack;
+  return located;
+}
+
+/**
  * Registers one REST route around an operation: the policy goes into the route config (the
  * guard enforces it), the OpenAPI entry is built from the operation (operationId, tag,
  * summary, description, security, the success and every error status), and the handler maps
@@ -91,13 +111,24 @@ export function operationRoute(app: FastifyInstance, services: Services, asOf: A
     // Synchronous when the operation answers synchronously (the memoized market answers): no
     // promise per request; an operation that returns a promise is awaited (Fastify's thenable).
     handler: (req: FastifyRequest, reply: FastifyReply) => {
-      const input = toInput({
+      const parts: RouteParts = {
         params: (req.params ?? {}) as Record<string, unknown>,
         query: (req.query ?? {}) as Record<string, unknown>,
         body: req.body,
-      });
-      const out = op.run(services, req.caller, input as never);
-      if (out instanceof Promise) return out.then((o) => respond(req, reply, o));
+      };
+      let out: Served<unknown> | Promise<Served<unknown>>;
+      try {
+        out = op.run(services, req.caller, toInput(parts) as never);
+      } catch (err) {
+        throw withLocation(err, parts);
+      }
+      if (out instanceof Promise)
+        return out.then(
+          (o) => respond(req, reply, o),
+          (err: unknown) => {
+            throw withLocation(err, parts);
+          },
+        );
       respond(req, reply, out);
       return undefined;
     },

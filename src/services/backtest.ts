@@ -369,8 +369,12 @@ export interface TrackRecord {
    * how much of the whole-window result one year carries (docs/track-record.md, "By year").
    */
   by_year: { year: number; pooled: BacktestReport['pooled']; long_flat_sharpe_wins: { assets: number; of: number } }[];
-  /** The served model after the data it was built on (`from` = the first day after it), recomputed from stored data. */
-  live: { from: string; to: string; days: number; report: BacktestReport | null; note: string };
+  /**
+   * The served model after the data it was built on (`from` = the first day after it), recomputed
+   * from stored data. `to` is the data's as-of day, or null while the data ends before `from`
+   * (no day to score yet: `days` 0, `report` null).
+   */
+  live: { from: string; to: string | null; days: number; report: BacktestReport | null; note: string };
 }
 
 /**
@@ -385,7 +389,7 @@ export function trackRecord(source: BacktestSource): TrackRecord {
   if (src.asOf < liveFrom) {
     live = {
       from: liveFrom,
-      to: src.asOf,
+      to: null,
       days: 0,
       report: null,
       note: `${CURRENT_MODEL.version} was built on data through the day before ${liveFrom}; the data of this deployment ends on ${src.asOf}, so there is no day after it to score yet.`,

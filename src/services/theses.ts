@@ -56,7 +56,8 @@ export class ThesisService {
    * @throws ServiceError INVALID_PARAMETER when the asset is not supported (field `asset`), or
    *   when a condition asks for the chain health score of an asset without a chain (field
    *   `conditions.N.metric`), or the funding rate of an asset without a funding-rate source
-   *   (GET /api/v1/assets, `capabilities.funding_rate`): it could never be evaluated.
+   *   (GET /api/v1/assets, `capabilities.funding_rate`): it could never be evaluated; or when
+   *   the stop is already hit at the current price (field `stop_price`, see #refuseHitStop).
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
@@ -88,6 +89,7 @@ export class ThesisService {
           field: `conditions.${i}.metric`,
         });
     }
+    if (input.stop_price != null) this.#refuseHitStop(a.asset, a.symbol, input.direction, input.stop_price);
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({
       id: c.id ?? randomUUID(),
       metric: c.metric,
@@ -108,6 +110,32 @@ export class ThesisService {
       conditions,
     });
     return this.#view(row);
+  }
+
+  /**
+   * Refuses a stop the current price has already reached (a long's stop at or above it, a
+   * short's at or below it): the thesis would be invalidated as soon as it is stored. The
+   * price is the one its health reads (GET /signals/{asset}: the close of the as-of day).
+   * Without a current price (the asset's prices missing or stale) there is nothing to compare
+   * with, and the stop is accepted: the health then says why it cannot be told.
+   * @throws ServiceError INVALID_PARAMETER (field `stop_price`, with `price_usd` and `as_of`).
+   */
+  #refuseHitStop(asset: string, symbol: string, direction: Thesis['direction'], stop: number): void {
+    let price: number;
+    let asOf: string;
+    try {
+      ({ price_usd: price, as_of: asOf } = this.market.signal(asset, false).value);
+    } catch (err) {
+      if (err instanceof ServiceError && err.code === 'NOT_FOUND') return;
+      throw err;
+    }
+    const long = direction === 'long';
+    if (long ? stop < price : stop > price) return;
+    throw new ServiceError(
+      'INVALID_PARAMETER',
+      `Invalid body field 'stop_price': ${stop} is at or ${long ? 'above' : 'below'} ${symbol}'s current price ${price} USD (as of ${asOf}), so this ${direction} thesis would be invalidated at once; give a stop_price ${long ? 'below' : 'above'} ${price}, or leave it out`,
+      { field: 'stop_price', price_usd: price, as_of: asOf },
+    );
   }
 
   /**

@@ -132,7 +132,7 @@ describe('API keys', { skip: SKIP }, () => {
       ] as const) {
         const r = await call('GET', `/api/v1/keys?${q}`, jwt);
         expectError(r, 400, 'INVALID_PARAMETER');
-        assert.equal(r.body.error.details.field, field, q);
+        assert.deepEqual(r.body.error.details, { location: 'querystring', field }, q);
       }
     });
 

@@ -520,6 +520,8 @@ describe('signal history', { skip: SKIP }, () => {
         const late = await get('/api/v1/signal-history/bitcoin?end=2025-10-01');
         expectError(late, 400, 'INVALID_PARAMETER');
         assert.match(late.body.error.message, /'end': 2025-10-01 is after the as-of day 2025-09-30; give 2025-09-30 or earlier/);
+        // Refused by the service (after the as-of day) or by the schema (below): the same details.
+        assert.deepEqual(late.body.error.details, { location: 'querystring', field: 'end' });
         for (const [q, re] of [
           ['end=2025-02-30', /'end'.*not a calendar day/],
           ['end=yesterday', /'end'.*must be a day YYYY-MM-DD/],
@@ -530,6 +532,7 @@ describe('signal history', { skip: SKIP }, () => {
           const r = await get(`/api/v1/signal-history/bitcoin?${q}`);
           expectError(r, 400, 'INVALID_PARAMETER');
           assert.match(r.body.error.message, re);
+          assert.deepEqual(r.body.error.details, { location: 'querystring', field: 'end' }, q);
         }
       });
 
@@ -655,6 +658,8 @@ describe('track record', { skip: SKIP }, () => {
       const served = d.by_year.find((y) => y.year === exYear.year)!;
       assert.deepEqual({ ...exYear, pooled: noConfidence(exYear.pooled) }, { ...served, pooled: noConfidence(served.pooled) });
       assert.equal(d.live.from, '2025-10-01');
+      // No live day yet: no last day either (not the as-of day 2025-09-30, which is before `from`).
+      assert.equal(d.live.to, null);
       assert.equal(d.live.days, 0);
       assert.equal(d.live.report, null);
       assert.match(d.live.note, /no day after it to score yet/);

@@ -389,6 +389,17 @@ describe('theses', { skip: SKIP }, () => {
         { ...VALID, conditions: [{ metric: 'price_usd', operator: 'lt', value: -1 }] },
         /conditions\.0\.value'.*give a value above 0/,
       ],
+      // Capped as entry, target and stop prices are (1e308 is no price).
+      [
+        'a price condition over the price cap',
+        { ...VALID, conditions: [{ metric: 'price_usd', operator: 'gt', value: 1e13 }] },
+        /^Invalid body field 'conditions\.0\.value': must be at most 1e12 for metric 'price_usd' \(USD, the cap of every thesis price\), got 1e13: give a price at most 1e12$/,
+      ],
+      [
+        'a price condition of the largest double',
+        { ...VALID, conditions: [{ metric: 'price_usd', operator: 'lt', value: 1.7976931348623157e308, kind: 'invalidation' }] },
+        /conditions\.0\.value'.*got 1\.7976931348623157e308/,
+      ],
       [
         'a 7-day fall beyond -100 %',
         { ...VALID, conditions: [{ metric: 'change_7d_pct', operator: 'lt', value: -150 }] },
@@ -448,6 +459,9 @@ describe('theses', { skip: SKIP }, () => {
         const r = await create(body);
         expectError(r, 400, 'INVALID_PARAMETER');
         assert.match(r.body.error.message, field);
+        // Refused by the body's schema or by the service (an unsupported asset, a metric the
+        // asset lacks): the details say where, as for every other field.
+        assert.equal(r.body.error.details?.location, 'body', JSON.stringify(r.body.error));
       });
     }
 
@@ -474,6 +488,43 @@ describe('theses', { skip: SKIP }, () => {
       });
       expectError(r, 400, 'INVALID_PARAMETER');
       assert.match(r.body.error.message, /duplicate condition id 'dup'/);
+    });
+
+    test('POST /thesis: a stop the current price has already reached is 400 naming stop_price, the price and its day; nothing is stored', async () => {
+      const u = await h.keyFor('api');
+      const eth = (await h.request('GET', '/api/v1/signals/eth', { token: u.key })).body.data as { price_usd: number; as_of: string };
+      const sol = (await h.request('GET', '/api/v1/signals/sol', { token: u.key })).body.data as { price_usd: number; as_of: string };
+      const bodies: [Record<string, unknown>, { price_usd: number; as_of: string }][] = [
+        // A long whose stop is at, or above, the price: its health would read "invalidated" at once.
+        [{ asset: 'ETH', direction: 'long', title: 'stop at the price', stop_price: eth.price_usd }, eth],
+        [{ asset: 'ETH', direction: 'long', title: 'stop above', stop_price: eth.price_usd * 1.1, target_price: eth.price_usd * 2 }, eth],
+        // A short the other way round.
+        [{ asset: 'SOL', direction: 'short', title: 'stop at the price', stop_price: sol.price_usd }, sol],
+        [{ asset: 'sol', direction: 'short', title: 'stop below', stop_price: sol.price_usd * 0.9, target_price: 1 }, sol],
+      ];
+      for (const [body, now] of bodies) {
+        const r = await create(body, u.key);
+        expectError(r, 400, 'INVALID_PARAMETER');
+        assert.deepEqual(r.body.error.details, { location: 'body', field: 'stop_price', price_usd: now.price_usd, as_of: now.as_of });
+        const long = body.direction === 'long';
+        assert.equal(
+          r.body.error.message,
+          `Invalid body field 'stop_price': ${body.stop_price} is at or ${long ? 'above' : 'below'} ${long ? 'ETH' : 'SOL'}'s current price ${now.price_usd} USD (as of ${now.as_of}), so this ${body.direction} thesis would be invalidated at once; give a stop_price ${long ? 'below' : 'above'} ${now.price_usd}, or leave it out`,
+        );
+      }
+      assert.equal(eth.as_of, '2025-09-30');
+      assert.deepEqual((await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses, []);
+      // Just on the right side of the price, the same theses are accepted, and their health is not invalidated.
+      for (const [body] of [
+        [{ asset: 'ETH', direction: 'long', title: 'stop below', stop_price: eth.price_usd * 0.99 }],
+        [{ asset: 'SOL', direction: 'short', title: 'stop above', stop_price: sol.price_usd * 1.01 }],
+      ]) {
+        const r = await create(body, u.key);
+        assert.equal(r.status, 201, r.raw);
+        const health = (await h.request('GET', `/api/v1/thesis/${r.body.data.id}/health`, { token: u.key })).body.data;
+        assert.equal(health.stop_hit, false);
+        assert.notEqual(health.status, 'invalidated');
+      }
     });
 
     test('POST /thesis: an invalid body stores nothing', async () => {

@@ -6,7 +6,7 @@ import { isCalendarDay } from '../../engine/util.ts';
 /** Schemas shared by every resource: days, the engine's value sets, tiers, user text. */
 
 /** A bound as people write it: 1e12 rather than 1000000000000. */
-const bound = (n: number | bigint | Date): string =>
+export const bound = (n: number | bigint | Date): string =>
   typeof n === 'number' && Math.abs(n) >= 1e9 ? n.toExponential().replace('e+', 'e') : String(n);
 
 /** What a value is, for "got ...": a string, a number, an array, null, NaN. */

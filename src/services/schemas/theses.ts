@@ -9,7 +9,7 @@ import {
   THESIS_OPERATORS,
   THESIS_STATUSES,
 } from '../../engine/thesis.ts';
-import { PageCursor, RegimeLevel, SignalLevel, safeText } from './common.ts';
+import { PageCursor, RegimeLevel, SignalLevel, bound, safeText } from './common.ts';
 
 /** Schemas of theses: the POST /thesis body, a stored thesis, the list, and the health evaluation. */
 
@@ -27,6 +27,12 @@ function atScaleEnd(operator: string, atLow: boolean, atHigh: boolean): 'never' 
   return null;
 }
 
+/**
+ * Highest price a thesis may give, USD (entry, target and stop prices, and a `price_usd`
+ * condition's value): far above any asset's, and a bound on nonsense (1e308).
+ */
+const MAX_PRICE_USD = 1e12;
+
 /** A condition as sent by the client (its id is assigned by the service when absent). */
 export const ConditionInputSchema = z
   .object({
@@ -38,7 +44,7 @@ export const ConditionInputSchema = z
         error: 'must be a finite number (numeric metrics) or a level name (signal, regime)',
       })
       .describe(
-        'A number for numeric metrics (price_usd USD, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime',
+        `A number for numeric metrics (price_usd USD at most ${bound(MAX_PRICE_USD)}, change_7d_pct %, rsi_14 0..100, signal_score -1..1, fear_greed 0..100, funding_rate fraction per 8 h, chain_health_score 0..100); a level for signal/regime`,
       ),
     kind: z.enum(THESIS_CONDITION_KINDS).default('warning').describe('invalidation ends the thesis; warning lowers its health'),
   })
@@ -75,6 +81,15 @@ export const ConditionInputSchema = z
         });
         return;
       }
+      // Prices are capped as the thesis's own prices are: 1e308 is no price.
+      if (c.metric === 'price_usd' && c.value > MAX_PRICE_USD) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['value'],
+          message: `must be at most ${bound(MAX_PRICE_USD)} for metric 'price_usd' (USD, the cap of every thesis price), got ${bound(c.value)}: give a price at most ${bound(MAX_PRICE_USD)}`,
+        });
+        return;
+      }
       // The Fear & Greed index is a whole number: equal to 50.5 it never is.
       if (c.metric === 'fear_greed' && (c.operator === 'eq' || c.operator === 'neq') && !Number.isInteger(c.value)) {
         ctx.addIssue({
@@ -95,8 +110,6 @@ export const ConditionInputSchema = z
     }
   });
 
-/** Highest price a thesis may give, USD: far above any asset's, and a bound on nonsense (1e308). */
-const MAX_PRICE_USD = 1e12;
 const Price = z.number().finite().positive().max(MAX_PRICE_USD).describe(`USD (above 0, at most ${MAX_PRICE_USD.toExponential()})`);
 
 /** Body of POST /thesis. */

@@ -107,8 +107,10 @@ export const TrackRecordSchema = z.object({
     ),
   live: z.object({
     from: Day.describe('First day after the data the model version was built on (2025-10-01): its out-of-sample period starts here'),
-    to: Day,
-    days: z.number().int(),
+    to: Day.nullable().describe(
+      "Last day of the period (the data's as-of day); null while the data ends before `from` (no day to score yet)",
+    ),
+    days: z.number().int().describe('Decision days scored (days earning a next-day return); 0 while the period has none'),
     report: BacktestReportSchema.nullable().describe(
       'The served model over that period, recomputed from the stored data with the served code and bands (not a log of the answers served at the time); null before it has any day',
     ),
