@@ -774,7 +774,7 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   RATE_LIMITED: {
     code: 'RATE_LIMITED',
     message:
-      'Rate limit exceeded: 5 requests per minute for the unauthenticated tier; retry in 60 s, or for higher limits sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_...',
+      'Rate limit exceeded: 5 requests per minute for the unauthenticated tier; retry in 60 s, or for higher limits sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_... (MCP over stdio: set MARKET_INTEL_API_KEY)',
     details: {
       window: 'minute',
       limit: 5,
