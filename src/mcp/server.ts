@@ -147,10 +147,22 @@ export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server
   const sdk = server as unknown as { _oninitialize(r: z.output<typeof InitializeRequestSchema>): Promise<InitializeResult> };
   server.setRequestHandler(INITIALIZE_REQUEST, (request) => sdk._oninitialize(request as z.output<typeof InitializeRequestSchema>));
   // A pending context (stdio while the core starts): tools/list and tools/call wait for it.
-  server.setRequestHandler(LIST_TOOLS_REQUEST, async () => toolList((ctx instanceof Promise ? await ctx : ctx).services.market.status()));
+  // Its refusal (stdio's key refused) is answered as MCP over HTTP answers one: -32001 with
+  // `data: {code, reason}`, not the SDK's -32603 "internal error" for any thrown value.
+  const ready = async (): Promise<ToolContext> => {
+    if (!(ctx instanceof Promise)) return ctx;
+    try {
+      return await ctx;
+    } catch (err) {
+      if (!(err instanceof ServiceError) || err.code !== 'UNAUTHORIZED') throw err;
+      const reason = typeof err.details?.reason === 'string' ? { reason: err.details.reason } : {};
+      throw Object.assign(new Error(err.message), { code: -32001, data: { code: err.code, ...reason } });
+    }
+  };
+  server.setRequestHandler(LIST_TOOLS_REQUEST, async () => toolList((await ready()).services.market.status()));
   server.setRequestHandler(CALL_TOOL_REQUEST, async (request): Promise<CallToolResult> => {
     const tool = BY_NAME.get(request.params.name);
-    const c = ctx instanceof Promise ? await ctx : ctx;
+    const c = await ready();
     if (!tool) {
       // Counted as REST counts a request to an unknown /api/v1 route (the public policy).
       const admitted = await admitCall(c, PUBLIC).catch((e: unknown) => ({ refused: unexpectedError(e) }));

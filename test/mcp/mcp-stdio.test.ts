@@ -325,10 +325,18 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
 
   test('an invalid key stops the stdio server before any tool answers, naming the variable', { skip: pgUp ? false : PG_SKIP }, async () => {
     // `initialize` is answered at once; the key is checked when the core is ready, and the
-    // process exits then: the waiting tool call gets no answer but a closed connection.
+    // process exits then: the waiting request gets the refusal as MCP over HTTP words it
+    // (-32001, data.code UNAUTHORIZED; not the SDK's -32603) or, when the exit wins the race,
+    // a closed connection.
     const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: 'svc_live_bogus' });
     try {
-      await assert.rejects(client.listTools(undefined, SLOW));
+      await assert.rejects(client.listTools(undefined, SLOW), (err: { code?: unknown; data?: { code?: unknown } }) => {
+        if (typeof err.code === 'number' && err.code !== ErrorCode.ConnectionClosed) {
+          assert.equal(err.code, -32001, String(err));
+          assert.equal(err.data?.code, 'UNAUTHORIZED');
+        }
+        return true;
+      });
       // The closed stdout may be seen before the last of stderr has been read.
       for (let i = 0; i < 50 && !/MARKET_INTEL_API_KEY: /.test(client.stderr()); i++) await new Promise((r) => setTimeout(r, 100));
       assert.match(client.stderr(), /MARKET_INTEL_API_KEY: /);
