@@ -233,7 +233,7 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
       throw err;
     }
   });
-  // Requests waiting on a failed start get no answer: the process exits with the reason.
+  // A failed start (stdio: the key refused) answers the waiting requests, then the process exits with the reason.
   context.catch(() => {});
   const server = createMcpServer(context);
   const transport = new StdioServerTransport(screenedStdin(process.stdin, log), process.stdout);
