@@ -29,20 +29,70 @@ export class ServiceError extends Error {
    * error log with one line per request.
    */
   readonly expected: boolean;
+  /**
+   * For an INVALID_PARAMETER that names one field (`details.field`): what is wrong with the
+   * value and what to send, without the surface's noun, so that each surface can word the
+   * message its own way ("Invalid query parameter 'end': ..." over REST, "Invalid argument
+   * 'end': ..." over MCP; see `invalidField` and `fieldMessage`).
+   */
+  readonly reason: string | undefined;
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
-    options: { expected?: boolean } = {},
+    options: { expected?: boolean; reason?: string } = {},
   ) {
     super(message);
     this.expected = options.expected ?? false;
+    this.reason = options.reason;
   }
 
   /** The HTTP status of this error's code. */
   get status(): number {
     return ERROR_STATUS[this.code];
   }
+}
+
+/**
+ * 400 INVALID_PARAMETER for one named input refused by a service (a value the schema accepts
+ * but the data refuses: an `end` after the as-of day, a stop already hit). The message reads
+ * "Invalid parameter 'FIELD': REASON" until a surface rewords it with its own noun
+ * (`fieldMessage`): services know no HTTP or MCP.
+ * @param field the input's name, dotted for nested fields (`conditions.0.metric`).
+ * @param reason what is wrong and what to send instead.
+ * @param details more machine-readable details; `field` is added.
+ */
+export function invalidField(field: string, reason: string, details: Record<string, unknown> = {}): ServiceError {
+  return new ServiceError('INVALID_PARAMETER', fieldMessage('parameter', field, reason), { field, ...details }, { reason });
+}
+
+/**
+ * "Invalid NOUN 'FIELD': REASON", the one form of every refused-field message (REST's schema
+ * errors, services' `invalidField`, MCP's argument errors).
+ * @param noun what the surface calls an input: `query parameter`, `body field`, `argument`.
+ */
+export function fieldMessage(noun: string, field: string, reason: string): string {
+  return `Invalid ${noun}${field ? ` '${field}'` : ''}: ${reason}`;
+}
+
+/**
+ * `err` worded for a surface: an `invalidField` error whose message names the input with
+ * `noun` (REST: where the request carried it; MCP: `argument`); any other error as is.
+ */
+export function reworded(err: ServiceError, noun: string, details: Record<string, unknown> = {}): ServiceError {
+  const field = err.details?.field;
+  if (err.reason === undefined || typeof field !== 'string') return err;
+  const out = new ServiceError(
+    err.code,
+    fieldMessage(noun, field, err.reason),
+    { ...details, ...err.details },
+    {
+      expected: err.expected,
+      reason: err.reason,
+    },
+  );
+  out.stack = err.stack;
+  return out;
 }
 
 /**

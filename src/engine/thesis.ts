@@ -191,6 +191,15 @@ export function evaluateCondition(
 }
 
 /**
+ * Whether a thesis's stop is reached at `price`: a long's when the price is at or below it,
+ * a short's when at or above it (both in USD). The one rule for the health's `stop_hit` and
+ * for refusing, at creation, a stop the current price has already reached.
+ */
+export function stopHit(direction: ThesisInput['direction'], price: number, stop: number): boolean {
+  return direction === 'short' ? price >= stop : price <= stop;
+}
+
+/**
  * Health of a thesis against a snapshot.
  *
  * Averaged components (0..100 each; weights 0.4 / 0.3, renormalized over those present):
@@ -223,7 +232,7 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
   const price = snapshot.price_usd;
   const stop = thesis.stop_price ?? null;
   const target = thesis.target_price ?? null;
-  const stopHit = price === null || stop === null ? null : dir === 1 ? price <= stop : price >= stop;
+  const stopReached = price === null || stop === null ? null : stopHit(thesis.direction, price, stop);
   const targetHit = price === null || target === null ? null : dir === 1 ? price >= target : price <= target;
 
   const parts: { name: keyof typeof THESIS_COMPONENT_WEIGHTS; score: number; detail: string }[] = [];
@@ -279,7 +288,7 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
     });
   }
 
-  const invalidated = triggered.some((c) => c.kind === 'invalidation') || stopHit === true;
+  const invalidated = triggered.some((c) => c.kind === 'invalidation') || stopReached === true;
   const health_score = invalidated ? 0 : raw === null ? null : round(raw, 1);
   const status: ThesisStatus = invalidated
     ? 'invalidated'
@@ -298,7 +307,7 @@ export function evaluateThesis(thesis: ThesisInput, snapshot: ThesisSnapshot): T
     triggered_conditions: triggered,
     unevaluable_conditions: unevaluable,
     components,
-    stop_hit: stopHit,
+    stop_hit: stopReached,
     target_hit: targetHit,
   };
 }

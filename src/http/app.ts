@@ -16,7 +16,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
-import { loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
+import { fieldMessage, loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
 import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -29,6 +29,7 @@ import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
 import { pageHeaders } from './page-headers.ts';
 import { v1Routes } from './routes/v1.ts';
+import { LOCATION_NOUN } from './route.ts';
 
 /** Content-Security-Policy of the API reference at /docs (Swagger UI, served from local files). */
 const DOCS_CSP =
@@ -140,13 +141,6 @@ function trustProxy(v: string | undefined): string[] | false {
     .map((s) => s.trim())
     .filter(Boolean);
 }
-
-const LOCATION: Record<string, string> = {
-  querystring: 'query parameter',
-  params: 'path parameter',
-  body: 'body field',
-  headers: 'header',
-};
 
 /**
  * Builds the Fastify app (not listening): /api/v1 routes with the envelope (one per
@@ -274,7 +268,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       return sendServiceError(req, reply, err, asOf);
     }
     if (err.validation) {
-      const where = LOCATION[err.validationContext ?? ''] ?? 'parameter';
+      const where = LOCATION_NOUN[err.validationContext ?? ''] ?? 'parameter';
       const first = err.validation[0];
       const params = first?.params as { missingProperty?: string; keys?: string[] } | undefined;
       // An undeclared query parameter (closedObject): its message names it and the accepted
@@ -294,7 +288,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           ? first.message!
           : extra !== undefined
             ? `Unknown ${where} '${field}': remove it (the API reference at /docs lists the fields this route takes)`
-            : `Invalid ${where}${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`;
+            : fieldMessage(where, field, first?.message ?? 'invalid value');
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
     // @fastify/static refuses a path that leaves its folder (e.g.

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { z } from 'zod';
-import { ERROR_STATUS, ServiceError, type ErrorCode } from '../errors.ts';
+import { ERROR_STATUS, reworded, ServiceError, type ErrorCode } from '../errors.ts';
 import type { Policy } from '../services/access.ts';
 import type { Operation, Served, Services } from '../services/operation.ts';
 import { closedObject } from '../services/schemas/common.ts';
@@ -55,12 +55,21 @@ export function errorCodesOf(op: Operation): ErrorCode[] {
   return [...codes].sort((a, b) => ERROR_STATUS[a] - ERROR_STATUS[b]);
 }
 
+/** What each request part calls an input, in error messages: `Invalid query parameter 'days': ...`. */
+export const LOCATION_NOUN: Record<string, string> = {
+  querystring: 'query parameter',
+  params: 'path parameter',
+  body: 'body field',
+  headers: 'header',
+};
+
 /**
  * A service's INVALID_PARAMETER names the refused input by `details.field` only (services know
  * no HTTP); this adds the `location` the request carried it in (`params`, `querystring` or
- * `body`, as the schema validation's errors say), so that a value refused by the service (an
- * `end` after the as-of day) reads like one refused by the route's schema (an `end` that is
- * not a day). Any other error, or one whose field the request does not carry, is returned as is.
+ * `body`, as the schema validation's errors say) and words the message with that location's
+ * noun, so that a value refused by the service (an `end` after the as-of day) reads like one
+ * refused by the route's schema (an `end` that is not a day): "Invalid query parameter 'end':
+ * ...". Any other error, or one whose field the request does not carry, is returned as is.
  */
 export function withLocation(err: unknown, parts: RouteParts): unknown {
   if (!(err instanceof ServiceError) || err.code !== 'INVALID_PARAMETER') return err;
@@ -70,9 +79,7 @@ export function withLocation(err: unknown, parts: RouteParts): unknown {
   const carries = (o: unknown) => typeof o === 'object' && o !== null && Object.hasOwn(o, top);
   const location = carries(parts.params) ? 'params' : carries(parts.query) ? 'querystring' : carries(parts.body) ? 'body' : undefined;
   if (location === undefined) return err;
-  const located = new ServiceError(err.code, err.message, { location, ...err.details }, { expected: err.expected });
-  located.stack = err.stack;
-  return located;
+  return reworded(err, LOCATION_NOUN[location]!, { location });
 }
 
 /**

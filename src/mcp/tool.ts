@@ -1,6 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { type ErrorCode, ServiceError, loggableError, unexpectedError } from '../errors.ts';
+import { type ErrorCode, ServiceError, loggableError, reworded, unexpectedError } from '../errors.ts';
 import type { LimitDecision } from '../rate-limit/limiter.ts';
 import type { Access, Caller, Policy } from '../services/access.ts';
 import { daysFrom } from '../services/freshness.ts';
@@ -104,8 +104,12 @@ export interface ToolError {
   error: { code: ErrorCode; message: string; details?: Record<string, unknown> };
 }
 
-/** An `isError` result whose text is `{"error": {code, message, details?}}` with the REST code. */
-export function failure(err: ServiceError): CallToolResult {
+/**
+ * An `isError` result whose text is `{"error": {code, message, details?}}` with the REST code.
+ * A service's refused field is worded as an argument ("Invalid argument 'end': ...").
+ */
+export function failure(refused: ServiceError): CallToolResult {
+  const err = reworded(refused, 'argument');
   const body: ToolError = {
     error: err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message },
   };

@@ -1,5 +1,5 @@
 import { isCalendarDay } from '../engine/util.ts';
-import { ServiceError } from '../errors.ts';
+import { invalidField } from '../errors.ts';
 
 /**
  * The opaque `cursor` of a paged list (GET /thesis, GET /keys): the position of the previous
@@ -41,10 +41,9 @@ export function decodeCursor(cursor: string, ranked: boolean): ListPosition {
     !isCalendarDay(day) ||
     !UUID.test(id)
   )
-    throw new ServiceError(
-      'INVALID_PARAMETER',
-      "Invalid parameter 'cursor': not a cursor this service gave; pass a page's next_cursor back unchanged, or leave cursor out for the first page",
-      { field: 'cursor' },
+    throw invalidField(
+      'cursor',
+      "not a cursor this service gave; pass a page's next_cursor back unchanged, or leave cursor out for the first page",
     );
   return ranked ? { rank: Number(rank), position, id } : { position, id };
 }

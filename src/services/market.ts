@@ -3,7 +3,7 @@ import { computeChainMetrics } from '../engine/chain-metrics.ts';
 import { computeRegimeSeries, regimeAt } from '../engine/regime.ts';
 import { computeSignalSeries, CURRENT_MODEL, type SignalModel, signalChanges } from '../engine/signal.ts';
 import type { Candle, ChainHealthResult, ChainId, RegimeResult, SignalResult } from '../engine/types.ts';
-import { assetNotFound, chainNotFound, ServiceError } from '../errors.ts';
+import { assetNotFound, chainNotFound, invalidField, ServiceError } from '../errors.ts';
 import { ASSETS, CHAINS, resolveAsset, resolveChain, type AssetInfo } from '../providers/assets.ts';
 import { addDays, round } from '../engine/util.ts';
 import { documentedGap } from '../providers/live/gaps.ts';
@@ -649,11 +649,7 @@ export class MarketService {
   async signalHistory(asked: string, days: number, limit: number, end?: string): Promise<Cached<HistoryData>> {
     const a = this.#resolve(asked);
     if (end !== undefined && end > this.asOf)
-      throw new ServiceError(
-        'INVALID_PARAMETER',
-        `Invalid parameter 'end': ${end} is after the as-of day ${this.asOf}; give ${this.asOf} or earlier (or leave it out)`,
-        { field: 'end' },
-      );
+      throw invalidField('end', `${end} is after the as-of day ${this.asOf}; give ${this.asOf} or earlier (or leave it out)`);
     if (!this.history) throw new ServiceError('SERVICE_UNAVAILABLE', 'Signal history storage is not available');
     const to = end ?? this.asOf; // not before HISTORY_EPOCH (HistoryEnd refuses earlier days)
     const from = addDays(to, -(days - 1));

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import { evaluateThesis, thesisHorizon, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
+import { evaluateThesis, stopHit, thesisHorizon, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
 import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
-import { ServiceError } from '../errors.ts';
+import { invalidField, ServiceError } from '../errors.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
@@ -61,12 +61,7 @@ export class ThesisService {
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
-    if (!a)
-      throw new ServiceError(
-        'INVALID_PARAMETER',
-        `Invalid body field 'asset': asset '${input.asset}' is not supported (see GET /api/v1/assets)`,
-        { field: 'asset' },
-      );
+    if (!a) throw invalidField('asset', `asset '${input.asset}' is not supported (see GET /api/v1/assets)`);
     // A condition on a metric the asset does not have could never be evaluated: a chain
     // health score without a chain, a funding rate without funding data.
     const has = this.market.dataCapabilities(a);
@@ -84,10 +79,7 @@ export class ThesisService {
     ];
     for (const [metric, available, why] of lacking) {
       const i = available ? -1 : input.conditions.findIndex((c) => c.metric === metric);
-      if (i >= 0)
-        throw new ServiceError('INVALID_PARAMETER', `Invalid body field 'conditions.${i}.metric': ${a.symbol} ${why}; use another metric`, {
-          field: `conditions.${i}.metric`,
-        });
+      if (i >= 0) throw invalidField(`conditions.${i}.metric`, `${a.symbol} ${why}; use another metric`);
     }
     if (input.stop_price != null) this.#refuseHitStop(a.asset, a.symbol, input.direction, input.stop_price);
     const conditions: ThesisCondition[] = input.conditions.map((c) => ({
@@ -129,12 +121,12 @@ export class ThesisService {
       if (err instanceof ServiceError && err.code === 'NOT_FOUND') return;
       throw err;
     }
+    if (!stopHit(direction, price, stop)) return;
     const long = direction === 'long';
-    if (long ? stop < price : stop > price) return;
-    throw new ServiceError(
-      'INVALID_PARAMETER',
-      `Invalid body field 'stop_price': ${stop} is at or ${long ? 'above' : 'below'} ${symbol}'s current price ${price} USD (as of ${asOf}), so this ${direction} thesis would be invalidated at once; give a stop_price ${long ? 'below' : 'above'} ${price}, or leave it out`,
-      { field: 'stop_price', price_usd: price, as_of: asOf },
+    throw invalidField(
+      'stop_price',
+      `${stop} is at or ${long ? 'above' : 'below'} ${symbol}'s current price ${price} USD (as of ${asOf}), so this ${direction} thesis would be invalidated at once; give a stop_price ${long ? 'below' : 'above'} ${price}, or leave it out`,
+      { price_usd: price, as_of: asOf },
     );
   }
 

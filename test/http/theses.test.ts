@@ -233,7 +233,12 @@ describe('theses', { skip: SKIP }, () => {
         assert.match(r.body.error.message, new RegExp(`'${field}'`), query);
       }
       const bad = await h.request('GET', '/api/v1/thesis?cursor=abc', { token: u.key });
-      assert.match(bad.body.error.message, /next_cursor back unchanged/);
+      // Refused by the service, worded like a schema refusal: the query parameter named, its location.
+      assert.match(
+        bad.body.error.message,
+        /^Invalid query parameter 'cursor': not a cursor this service gave; .*next_cursor back unchanged/,
+      );
+      assert.deepEqual(bad.body.error.details, { location: 'querystring', field: 'cursor' });
     });
 
     test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {

@@ -276,6 +276,16 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       toolError((await c.callTool({ name: 'get_signals', arguments: { include_factors: 'maybe' } })) as CallToolResult).code,
       'INVALID_PARAMETER',
     );
+    // A value the service refuses (not the schema) is worded as an argument too, not as REST's
+    // query parameter: the same reason, the same details.field.
+    const late = toolError(
+      (await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', end: '2025-10-01' } })) as CallToolResult,
+    );
+    assert.equal(
+      late.message,
+      "Invalid argument 'end': 2025-10-01 is after the as-of day 2025-09-30; give 2025-09-30 or earlier (or leave it out)",
+    );
+    assert.deepEqual(late.details, { field: 'end' });
     // A missing required argument says so.
     const missing = toolError((await c.callTool({ name: 'get_signal_history', arguments: {} })) as CallToolResult);
     assert.equal(missing.message, "Invalid argument 'asset': required, expected string");
