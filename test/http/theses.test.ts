@@ -312,7 +312,11 @@ describe('theses', { skip: SKIP }, () => {
       ['no direction', { ...VALID, direction: undefined }, /^Invalid body field 'direction': required, expected one of "long"\|"short"$/],
       // Plain messages with the bound and the value given (not zod's "Too small: expected number to be >0").
       ['a zero entry price', { ...VALID, entry_price: 0 }, /^Invalid body field 'entry_price': must be above 0, got 0$/],
-      ['a price over the cap', { ...VALID, entry_price: 1e13 }, /^Invalid body field 'entry_price': must be at most 1e12, got 1e13$/],
+      [
+        'a price over the cap',
+        { ...VALID, entry_price: 1e13 },
+        /^Invalid body field 'entry_price': must be at most 1e12 \(USD, the cap of every thesis price\), got 1e13: give a price at most 1e12$/,
+      ],
       ['a price as text', { ...VALID, entry_price: '3000' }, /^Invalid body field 'entry_price': must be a number, got a string$/],
       ['a fractional horizon', { ...VALID, horizon_days: 1.5 }, /^Invalid body field 'horizon_days': must be an integer, got 1\.5$/],
       [

@@ -33,6 +33,10 @@ function atScaleEnd(operator: string, atLow: boolean, atHigh: boolean): 'never' 
  */
 const MAX_PRICE_USD = 1e12;
 
+/** The one wording of the price cap, for the thesis prices and a `price_usd` condition's value. */
+const overCap = (given: number, what = ''): string =>
+  `must be at most ${bound(MAX_PRICE_USD)}${what} (USD, the cap of every thesis price), got ${bound(given)}: give a price at most ${bound(MAX_PRICE_USD)}`;
+
 /** A condition as sent by the client (its id is assigned by the service when absent). */
 export const ConditionInputSchema = z
   .object({
@@ -86,7 +90,7 @@ export const ConditionInputSchema = z
         ctx.addIssue({
           code: 'custom',
           path: ['value'],
-          message: `must be at most ${bound(MAX_PRICE_USD)} for metric 'price_usd' (USD, the cap of every thesis price), got ${bound(c.value)}: give a price at most ${bound(MAX_PRICE_USD)}`,
+          message: overCap(c.value, " for metric 'price_usd'"),
         });
         return;
       }
@@ -110,7 +114,12 @@ export const ConditionInputSchema = z
     }
   });
 
-const Price = z.number().finite().positive().max(MAX_PRICE_USD).describe(`USD (above 0, at most ${MAX_PRICE_USD.toExponential()})`);
+const Price = z
+  .number()
+  .finite()
+  .positive()
+  .max(MAX_PRICE_USD, { error: (iss) => overCap(iss.input as number) })
+  .describe(`USD (above 0, at most ${bound(MAX_PRICE_USD)})`);
 
 /** Body of POST /thesis. */
 export const ThesisInputSchema = z
