@@ -327,7 +327,7 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
     assets.push({ asset: a.asset, symbol: a.symbol, ...m });
     pool.push(d);
   }
-  return {
+  return rounded({
     model_version: version,
     mode: opts.walkForward ? 'walk_forward' : 'fixed',
     from,
@@ -337,7 +337,26 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
     choices,
     pooled: pooledMetrics(pool, from, to, costBps),
     assets,
+  });
+}
+
+/** Significant digits of every figure a report gives: more than the data's precision, fewer than a float's noise. */
+const REPORT_DIGITS = 6;
+
+/**
+ * A copy of `value` with every non-integer number rounded to {@link REPORT_DIGITS}
+ * significant digits (a Sharpe of 0.0028200871052236503 reads 0.00282009), for reports that
+ * people and programs read (the CLI's JSON, GET /track-record, docs/track-record.md):
+ * computed exactly, rounded once at the end, so no figure is computed from a rounded one.
+ */
+function rounded<T>(value: T): T {
+  const walk = (v: unknown): unknown => {
+    if (typeof v === 'number') return Number.isInteger(v) || !Number.isFinite(v) ? v : Number(v.toPrecision(REPORT_DIGITS));
+    if (Array.isArray(v)) return v.map(walk);
+    if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+    return v;
   };
+  return walk(value) as T;
 }
 
 /**

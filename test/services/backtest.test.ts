@@ -84,7 +84,7 @@ describe('backtest driver', () => {
     for (const c of r.choices) {
       assert.equal(c.trained_through, addDays(`${c.year}-01-01`, -31));
       const best = Math.max(...c.candidates.map((x) => x.objective ?? -Infinity));
-      assert.equal(c.candidates.find((x) => x.objective === best)!.bands, c.bands);
+      assert.deepEqual(c.candidates.find((x) => x.objective === best)!.bands, c.bands);
     }
     // The concatenation: the last year's asset-days carry the levels of the model with that year's bands.
     const y = r.choices.at(-1)!;
