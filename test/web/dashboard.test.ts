@@ -367,6 +367,34 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
     }
   });
 
+  test('a thesis the API refuses names the field by its label and marks that input invalid', async () => {
+    await open(page, '/account');
+    await page.selectOption('#t-asset', 'bitcoin');
+    await page.selectOption('#t-direction', 'long');
+    await page.fill('#t-title', 'stop already hit');
+    // A long's stop above the current price: the service refuses it (stop_price), not the browser.
+    const now = svc.market.signal('bitcoin', false).value;
+    await page.fill('#t-stop', String(Math.ceil(now.price_usd * 2)));
+    await page.click('#create-thesis');
+    await page.locator('#thesis-form .msg.error').waitFor({ timeout: 30_000 });
+    const msg = (await page.textContent('#thesis-form .msg')) ?? '';
+    assert.match(msg, /^Stop price: \d+ is at or above BTC's current price .* give a stop price below /);
+    assert.doesNotMatch(msg, /Invalid body field|stop_price/);
+    assert.equal(await page.getAttribute('#t-stop', 'aria-invalid'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 't-stop');
+    // Corrected and sent again: the mark goes, the thesis is stored.
+    await page.fill('#t-stop', String(Math.floor(now.price_usd / 2)));
+    await page.click('#create-thesis');
+    const mine = page.locator('#theses-list article.thesis', { hasText: 'stop already hit' });
+    await mine.waitFor({ timeout: 30_000 });
+    assert.equal(await page.getAttribute('#t-stop', 'aria-invalid'), null);
+    await mine.getByRole('button', { name: /Delete thesis/ }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
+    await mine.waitFor({ state: 'detached' });
+    // The one refused POST is the one this test sent; nothing else failed.
+    assert.deepEqual(errors, [`400 ${base}/api/v1/thesis`]);
+  });
+
   test('a double click on "Create thesis" creates one; a sub-cent price is shown with its digits, not as $0.0000', async () => {
     await open(page, '/account');
     await page.selectOption('#t-asset', 'dogecoin');

@@ -1139,6 +1139,17 @@ function conditionRow(container, lacking = () => ({})) {
   return row;
 }
 
+/** The thesis form's input for each top-level field of POST /thesis (its id). */
+const THESIS_INPUTS = {
+  asset: 't-asset',
+  direction: 't-direction',
+  title: 't-title',
+  entry_price: 't-entry',
+  target_price: 't-target',
+  stop_price: 't-stop',
+  horizon_days: 't-horizon',
+};
+
 function thesesSection(assets) {
   const msg = h('p', { class: 'msg', role: 'status' });
   const list = h('div', { id: 'theses-list' });
@@ -1201,6 +1212,30 @@ function thesesSection(assets) {
     for (const row of conds.querySelectorAll('.cond')) row.checkMetric();
   });
   const numOrNull = (id) => (val(id) === '' ? null : Number(val(id)));
+  /**
+   * The message of a refused thesis in the form's words: a 400 that names a field
+   * (`details.field`, e.g. stop_price or conditions.0.value) marks that input invalid
+   * (aria-invalid) and names it by its label ("Stop price: ..." rather than "Invalid body
+   * field 'stop_price': ..."); any other failure as the API words it.
+   */
+  const formError = (r) => {
+    const message = errorOf(r);
+    const field = r.body?.error?.details?.field;
+    if (r.status !== 400 || typeof field !== 'string') return message;
+    const cond = /^conditions\.(\d+)\.(metric|operator|value|kind)$/.exec(field);
+    const row = cond ? conds.querySelectorAll('.cond')[Number(cond[1])] : null;
+    const input = cond
+      ? row?.querySelector(`.c-${cond[2] === 'operator' ? 'op' : cond[2]}`)
+      : form.querySelector(`#${THESIS_INPUTS[field] ?? 'none'}`);
+    if (!input) return message;
+    const label = cond
+      ? `Condition ${Number(cond[1]) + 1}, ${input.getAttribute('aria-label').toLowerCase()}`
+      : form.querySelector(`label[for="${input.id}"]`).firstChild.textContent;
+    input.setAttribute('aria-invalid', 'true');
+    input.focus();
+    const reason = message.replace(/^Invalid body field '[^']*': /, '');
+    return `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`;
+  };
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (!form.reportValidity()) return;
@@ -1227,9 +1262,10 @@ function thesesSection(assets) {
     // One thesis per click: the button is off until the answer (a double click made two).
     submit.disabled = true;
     say(msg, '');
+    for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
     const r = await api('POST', '/thesis', body);
     submit.disabled = false;
-    if (!r.ok) return say(msg, errorOf(r), 'error');
+    if (!r.ok) return say(msg, formError(r), 'error');
     say(msg, 'Thesis created.', 'ok');
     form.reset();
     conds.replaceChildren();
