@@ -381,6 +381,10 @@ export async function prepareCore(core: Core): Promise<BackfillResult[]> {
   const t1 = logPhase(core.log, 'backfill', 'signal history backfill', t0, {
     inserted: result.reduce((s, r) => s + r.inserted, 0),
     skipped: result.filter((r) => r.skipped).length,
+    // Changes stored without a level_rule (before migration 0008): filled now, or left null
+    // where the recomputed change differs (runBackfill).
+    level_rule_filled: result.reduce((s, r) => s + r.level_rule_filled, 0),
+    level_rule_left_null: result.reduce((s, r) => s + r.level_rule_left_null, 0),
   });
   core.market.warm();
   logPhase(core.log, 'warm', 'answer cache warmed', t1);

@@ -12,6 +12,7 @@ import { authUser } from '../src/store/auth-schema.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
 import { Redis } from 'ioredis';
+import { sql } from 'drizzle-orm';
 import { PG_BASE_URL, PG_SKIP, postgresAvailable, REDIS_KEY_PREFIX, REDIS_URL } from './helpers/env.ts';
 import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
 import { freePort } from './helpers/faults.ts';
@@ -340,6 +341,41 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
     /^market-intelligence service ready: offline \(the bundled dataset as of 2025-09-30\), database pglite, rate limits in memory \(this instance only: REDIS_URL unset\), identity provider embedded$/,
   );
   assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
+});
+
+test('backfill on a database from before level_rule: its backfill line says how many stored changes got their rule and how many stay null', async () => {
+  const pgliteDir = path.join(tmpDir(), 'pglite');
+  const backfillLine = (r: NodeRun) => {
+    assert.equal(r.code, 0, r.stderr);
+    const line = r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.phase === 'backfill');
+    assert.ok(line, r.stdout);
+    return line;
+  };
+  const first = backfillLine(await cli(['backfill'], { PGLITE_DIR: pgliteDir }));
+  assert.ok((first.inserted as number) > 500);
+  assert.equal(first.level_rule_filled, 0);
+  assert.equal(first.level_rule_left_null, 0);
+  // As a database of an earlier version left it: no rule stored; one stored score unlike today's computation.
+  const db = await openDatabase({ pgliteDir });
+  try {
+    await db.db.execute(sql`UPDATE signal_history SET level_rule = NULL`);
+    await db.db.execute(
+      sql`UPDATE signal_history SET score = score + 0.0001 WHERE id = (SELECT min(id) FROM signal_history WHERE asset = 'ethereum')`,
+    );
+  } finally {
+    await db.close();
+  }
+  const second = backfillLine(await cli(['backfill'], { PGLITE_DIR: pgliteDir }));
+  assert.deepEqual(
+    { inserted: second.inserted, skipped: second.skipped, filled: second.level_rule_filled, left: second.level_rule_left_null },
+    { inserted: 0, skipped: 11, filled: (first.inserted as number) - 1, left: 1 },
+  );
+  const third = backfillLine(await cli(['backfill'], { PGLITE_DIR: pgliteDir }));
+  assert.deepEqual([third.level_rule_filled, third.level_rule_left_null], [0, 1], 'filled once; the row that differs stays null');
 });
 
 test('shutdown is bounded: a client stalled mid-request does not hold the process past SHUTDOWN_TIMEOUT_MS', async () => {

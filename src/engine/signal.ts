@@ -652,6 +652,10 @@ function bandText(l: SignalLevel, b: SignalModel['bands']): string {
  * the one rule that moved the level from it, in this order of precedence: the volatility gate
  * holding a buy at neutral, a change waiting for confirmation, hysteresis keeping the level.
  * `s.pending` is the change still unconfirmed after this day (level and consecutive days).
+ * `s.first` marks the series' first day (an asset's first day of data): its level is the
+ * starting level, not one kept from an earlier day, and the explanation says so (a model with
+ * `startNeutral` starts at neutral; the others at the band of the first score). The other
+ * fields do not depend on it.
  */
 export function levelRule(
   model: SignalModel,
@@ -662,6 +666,7 @@ export function levelRule(
     gateClosed: boolean;
     gateRatio: number | null;
     pending: { signal: SignalLevel; days: number } | null;
+    first?: boolean;
   },
 ): LevelRule {
   const b = model.bands;
@@ -680,20 +685,27 @@ export function levelRule(
   const said = `Score ${s.score} is in the ${scoreLevel} band (${bandText(scoreLevel, b)})`;
   let reason: LevelRule['reason'];
   let explanation: string;
+  // On the first day nothing is kept from an earlier day: the level is where the history starts.
+  const starts = `the history starts at ${s.level}`;
+  const gateText = (g: NonNullable<typeof gate>) =>
+    `buys are held at neutral while the ${g.short_days}-day downside semideviation of daily returns is ` +
+    `${g.downside_ratio}x the ${g.long_days}-day one (the gate closes above ${g.max}x).`;
   if (s.level === scoreLevel) {
     reason = 'band';
-    explanation = `${said}.`;
+    explanation = s.first ? `${said}; ${starts}.` : `${said}.`;
   } else if (s.held && gate && LEVEL_RANK[s.level] <= 0) {
     reason = 'volatility_gate';
-    explanation =
-      `${said}, but buys are held at neutral while the ${gate.short_days}-day downside semideviation of daily returns is ` +
-      `${gate.downside_ratio}x the ${gate.long_days}-day one (the gate closes above ${gate.max}x).`;
+    explanation = s.first ? `${said}; ${starts}, and ${gateText(gate)}` : `${said}, but ${gateText(gate)}`;
   } else if (pending && pending.signal === scoreLevel) {
     reason = 'confirmation';
-    explanation = `${said}; ${s.level} is kept until ${pending.signal} has held for ${pending.needed} consecutive days (day ${pending.days} of ${pending.needed}).`;
+    const days = `${pending.needed} consecutive days (day ${pending.days} of ${pending.needed}).`;
+    explanation = s.first
+      ? `${said}; ${starts}, and ${pending.signal} takes over once it has held for ${days}`
+      : `${said}; ${s.level} is kept until ${pending.signal} has held for ${days}`;
   } else {
     reason = 'hysteresis';
-    explanation = `${said}; ${s.level} is kept until the score passes the band's edge by the margin of ${model.margin}.`;
+    const edge = `the score passes the band's edge by the margin of ${model.margin}.`;
+    explanation = s.first ? `${said}; ${starts}, which holds until ${edge}` : `${said}; ${s.level} is kept until ${edge}`;
   }
   return { score_level: scoreLevel, reason, bands: { buy: b.buy, strong: b.strong }, volatility_gate: gate, pending, explanation };
 }
@@ -930,6 +942,7 @@ export function computeSignalSeries(input: SignalInput, model: SignalModel = CUR
           gateClosed: gateClosedAt[i] === 1,
           gateRatio: Number.isNaN(ratio) ? null : ratio,
           pending: p < 0 ? null : { signal: SIGNAL_LEVELS[p]!, days: pendingDaysAt[i]! },
+          first: i === 0,
         });
         return settle(this, 'level_rule', rule);
       },

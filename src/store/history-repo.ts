@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, lte, sql } from 'drizzle-orm';
+import { and, desc, eq, gte, isNull, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { backfillState, signalHistory, signalSnapshots } from './schema.ts';
 import type { SignalChange } from '../engine/signal.ts';
@@ -6,11 +6,44 @@ import type { LevelRule, SignalLevel } from '../engine/types.ts';
 
 /**
  * One stored signal change (see `signal_history`): the engine's change, as computed that day;
- * `level_rule` is null on rows stored before the history kept it (migration 0008).
+ * `level_rule` is null on rows stored before the history kept it (migration 0008) that the
+ * backfill could not fill (runBackfill).
  */
 export type StoredChange = Omit<SignalChange, 'level_rule'> & { level_rule: LevelRule | null };
 /** A stored change with the model version that computed it. */
 export type VersionedChange = StoredChange & { model_version: string };
+
+/** A stored change whose `level_rule` is null: what the backfill compares with a recomputed change. */
+export interface ChangeWithoutRule {
+  id: number;
+  asset: string;
+  changed_at: string;
+  signal: SignalLevel;
+  previous_signal: SignalLevel | null;
+  score: number;
+}
+
+/**
+ * A level rule read back from jsonb, rebuilt with its keys (nested ones too) in the order the
+ * engine builds them (`levelRule` in engine/signal.ts; the order GET /signals/{asset} serves):
+ * jsonb keeps keys sorted by length, then bytes, so a stored rule otherwise comes back as
+ * `{bands, reason, pending, ...}`. Values are taken as stored; no key is added or dropped
+ * except that the nested objects get exactly the engine's keys.
+ */
+export function levelRuleInEngineOrder(r: LevelRule): LevelRule {
+  const g = r.volatility_gate;
+  const p = r.pending;
+  return {
+    score_level: r.score_level,
+    reason: r.reason,
+    bands: { buy: r.bands.buy, strong: r.bands.strong },
+    volatility_gate: g
+      ? { open: g.open, downside_ratio: g.downside_ratio, max: g.max, short_days: g.short_days, long_days: g.long_days }
+      : null,
+    pending: p ? { signal: p.signal, days: p.days, needed: p.needed } : null,
+    explanation: r.explanation,
+  };
+}
 
 /** Rows per INSERT statement during a backfill (keeps statements well under parameter limits). */
 const BATCH = 500;
@@ -106,9 +139,52 @@ export class HistoryRepo {
       confidence: r.confidence,
       price_usd: r.priceUsd,
       factors: r.factors,
-      level_rule: r.levelRule,
+      level_rule: r.levelRule === null ? null : levelRuleInEngineOrder(r.levelRule),
       model_version: r.modelVersion,
     }));
+  }
+
+  /**
+   * The stored changes computed by model `modelVersion` whose `level_rule` is null (rows stored
+   * before migration 0008), every asset at once, oldest first per asset; an empty map when
+   * there are none (one query: the start-up's check).
+   */
+  async changesWithoutRule(modelVersion: string): Promise<Map<string, ChangeWithoutRule[]>> {
+    const rows = await this.db
+      .select({
+        id: signalHistory.id,
+        asset: signalHistory.asset,
+        changed_at: signalHistory.changedAt,
+        signal: signalHistory.signal,
+        previous_signal: signalHistory.previousSignal,
+        score: signalHistory.score,
+      })
+      .from(signalHistory)
+      .where(and(eq(signalHistory.modelVersion, modelVersion), isNull(signalHistory.levelRule)))
+      .orderBy(signalHistory.asset, signalHistory.changedAt);
+    const out = new Map<string, ChangeWithoutRule[]>();
+    for (const r of rows) {
+      const list = out.get(r.asset);
+      if (list) list.push(r);
+      else out.set(r.asset, [r]);
+    }
+    return out;
+  }
+
+  /**
+   * Sets `level_rule` on stored changes (by row id) where it is still null, in one statement;
+   * a row that has one already is left as it is, and nothing else of a row is touched.
+   * @returns the number of rows updated.
+   */
+  async fillLevelRules(fills: { id: number; level_rule: LevelRule }[]): Promise<number> {
+    if (fills.length === 0) return 0;
+    const payload = JSON.stringify(fills.map((f) => ({ id: f.id, rule: f.level_rule })));
+    const res = (await this.db.execute(sql`
+      UPDATE signal_history AS h SET level_rule = v.rule
+      FROM jsonb_to_recordset(${payload}::jsonb) AS v(id bigint, rule jsonb)
+      WHERE h.id = v.id AND h.level_rule IS NULL
+      RETURNING h.id`)) as unknown as { rows: { id: number }[] };
+    return res.rows.length;
   }
 
   /** Upserts the served snapshot of each asset for one as-of day. */

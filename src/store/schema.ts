@@ -50,7 +50,8 @@ const KEY_STATUSES = ['active', 'revoked'] as const;
 /**
  * Signal history: one row per change of an asset's signal level, with the factor snapshot
  * that produced it. Rows are computed point-in-time (from data up to `changed_at` only)
- * and never rewritten.
+ * and never rewritten, except that a row stored without `level_rule` may get it once
+ * (`runBackfill`, jobs/backfill.ts).
  */
 export const signalHistory = pgTable(
   'signal_history',
@@ -67,7 +68,9 @@ export const signalHistory = pgTable(
     factors: jsonb('factors').$type<Factor[]>().notNull(),
     /**
      * Why the signal took this level that day (engine `LevelRule`: band, hysteresis,
-     * confirmation or volatility gate); null on rows stored before migration 0008 added it.
+     * confirmation or volatility gate); null on rows stored before migration 0008 added it,
+     * until the backfill fills it (where the recomputed change matches the row). jsonb keeps
+     * its keys sorted: HistoryRepo.listChanges puts them back in the engine's order.
      */
     levelRule: jsonb('level_rule').$type<LevelRule>(),
     /** The signal model that computed the row (e.g. 'signals-v2'); each version has its own history. */

@@ -153,6 +153,14 @@ describe('computeSignalSeries', () => {
     );
     assert.equal(v4[0]!.level_rule.reason, 'confirmation');
     assert.deepEqual(v4[0]!.level_rule.pending, { signal: 'sell', days: 1, needed: 3 });
+    // The first day's level is where the series starts, not one kept from an earlier day.
+    assert.match(
+      v4[0]!.level_rule.explanation,
+      /; the history starts at neutral, and sell takes over once it has held for 3 consecutive days \(day 1 of 3\)\.$/,
+    );
+    assert.match(v4[1]!.level_rule.explanation, /; neutral is kept until sell has held for 3 consecutive days \(day 2 of 3\)\.$/);
+    assert.match(v3[0]!.level_rule.explanation, /is in the sell band \(below -0\.\d+\); the history starts at sell\.$/);
+    assert.ok(v3.slice(1).every((s) => !s.level_rule.explanation.includes('history starts')));
     assert.equal(MODEL_V4.version, 'signals-v4');
     assert.deepEqual({ ...MODEL_V4, version: 'signals-v3', startNeutral: undefined }, { ...MODEL_V3, startNeutral: undefined });
   });

@@ -415,6 +415,25 @@ describe('signal history', { skip: SKIP }, () => {
         const gated = entries.find((e) => e.signal === 'neutral' && e.level_rule?.reason === 'volatility_gate');
         assert.ok(gated, 'some change to neutral was made by the volatility gate');
         assert.match(gated.level_rule!.explanation, /downside semideviation/);
+        // As sent (the JSON text's order, before any schema parse), a history entry's level_rule
+        // has the keys of GET /signals/{asset}'s, in the same order, nested objects too.
+        const keyPaths = (v: unknown, prefix = ''): string[] =>
+          v === null || typeof v !== 'object' || Array.isArray(v)
+            ? []
+            : Object.entries(v).flatMap(([k, x]) => [prefix + k, ...keyPaths(x, `${prefix}${k}.`)]);
+        const today = (await get('/api/v1/signals/ripple')).body.data.level_rule;
+        const sent = (await get('/api/v1/signal-history/ripple?days=365&limit=200&end=2024-12-31')).body.data.entries as HistoryEntry[];
+        const pendingToday = keyPaths({ ...today, pending: { signal: 'buy', days: 1, needed: 3 } });
+        for (const e of sent)
+          assert.deepEqual(keyPaths(e.level_rule), e.level_rule!.pending ? pendingToday : keyPaths(today), `${e.changed_at}: key order`);
+        assert.deepEqual(Object.keys(sent[0]!.level_rule!), [
+          'score_level',
+          'reason',
+          'bands',
+          'volatility_gate',
+          'pending',
+          'explanation',
+        ]);
       });
 
       test('defaults are days=30, limit=50, ending at the as-of day', async () => {

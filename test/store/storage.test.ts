@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { openDatabase, type Database, type Db } from '../../src/store/db.ts';
 import { HistoryRepo, type StoredChange } from '../../src/store/history-repo.ts';
 import { KeyRepo } from '../../src/store/key-repo.ts';
@@ -28,6 +28,12 @@ const change = (day: string, signal: StoredChange['signal'], prev: StoredChange[
     explanation: `In the ${signal} band.`,
   },
 });
+
+/** The keys of a value in order, nested ones as `parent.key` (what JSON text shows of the order). */
+function keyPaths(v: unknown, prefix = ''): string[] {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return [];
+  return Object.entries(v).flatMap(([k, x]) => [prefix + k, ...keyPaths(x, `${prefix}${k}.`)]);
+}
 
 /**
  * Migration 0006's claim: with the key table's fillfactor 50, 30 usage flushes over the same 400
@@ -116,6 +122,38 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
         modelVersion: 'v-old',
       });
       assert.equal((await repo.listChanges('bitcoin', '2024-01-01', '2024-01-01', 1, 'v-old'))[0]!.level_rule, null);
+      // The level rule comes back with the engine's key order (jsonb sorts keys), nested objects too.
+      assert.deepEqual(keyPaths(listed[2]!.level_rule), keyPaths(rows[0]!.level_rule));
+      assert.deepEqual(keyPaths(listed[2]!.level_rule).slice(0, 3), ['score_level', 'reason', 'bands']);
+      // Filling a missing rule: only rows without one, only the rule.
+      const missing = await repo.changesWithoutRule('v-old');
+      assert.deepEqual([...missing.keys()], ['bitcoin']);
+      const [row] = missing.get('bitcoin')!;
+      assert.deepEqual(
+        { ...row!, id: 0 },
+        { id: 0, asset: 'bitcoin', changed_at: '2024-01-01', signal: 'buy', previous_signal: null, score: 0.25 },
+      );
+      const rule = change('2024-01-01', 'buy', null).level_rule!;
+      const storedRule = listed[2]!.level_rule!;
+      const [ruled] = await ctx.db.db
+        .select({ id: signalHistory.id })
+        .from(signalHistory)
+        .where(and(eq(signalHistory.modelVersion, 'v-test'), eq(signalHistory.changedAt, '2024-01-01')));
+      assert.equal(
+        await repo.fillLevelRules([
+          { id: row!.id, level_rule: rule },
+          { id: ruled!.id, level_rule: { ...rule, explanation: 'not written: this row has a rule' } },
+        ]),
+        1,
+      );
+      assert.deepEqual((await repo.listChanges('bitcoin', '2024-01-01', '2024-01-01', 1, 'v-old'))[0]!.level_rule, rule);
+      assert.deepEqual(
+        (await repo.listChanges('bitcoin', '2024-01-01', '2024-01-01', 1, 'v-test'))[0]!.level_rule,
+        storedRule,
+        'a row that has a rule keeps it',
+      );
+      assert.equal((await repo.changesWithoutRule('v-old')).size, 0);
+      assert.equal(await repo.fillLevelRules([]), 0);
       assert.equal(listed[2]!.previous_signal, null);
       assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
       assert.deepEqual(await repo.backfillStates(), new Map([['bitcoin', { throughDate: '2024-02-10', engineVersion: 'v-test' }]]));

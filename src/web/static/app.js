@@ -17,6 +17,8 @@ const LEVEL_COLOR = { strong_buy: '#0b6b2f', buy: '#5fbf83', neutral: '#b7bec9',
 const LEVEL_RANK = Object.fromEntries(LEVELS.map((l, i) => [l, (LEVELS.length - 1) / 2 - i]));
 const THESIS_METRICS = CONFIG.thesisMetrics;
 const OPERATORS = { lt: '<', lte: '≤', gt: '>', gte: '≥', eq: '=', neq: '≠' };
+/** What set a signal's level (`level_rule.reason`, engine LEVEL_REASONS), as the history table names it. */
+const LEVEL_REASON_LABELS = { band: 'Band', hysteresis: 'Hysteresis', confirmation: 'Confirmation', volatility_gate: 'Volatility gate' };
 
 // ---------------------------------------------------------------- DOM and formatting helpers
 
@@ -617,8 +619,20 @@ async function historySection(asset, el) {
                 h('td', { class: 'num', text: num(e.confidence, 2) }),
                 h('td', { class: 'num', text: price(e.price_usd) }),
                 // The rule that set the level that day (band, hysteresis, confirmation, volatility
-                // gate); its sentence on hover. Changes stored before the field existed: a dash.
-                h('td', e.level_rule ? { text: e.level_rule.reason.replace('_', ' '), title: e.level_rule.explanation } : { text: '—' }),
+                // gate) as a disclosure: its sentence opens by click, tap or keyboard (a title
+                // attribute reaches mouse users only). Changes stored without a rule: a dash.
+                e.level_rule
+                  ? h(
+                      'td',
+                      { class: 'why' },
+                      h(
+                        'details',
+                        {},
+                        h('summary', { text: LEVEL_REASON_LABELS[e.level_rule.reason] ?? e.level_rule.reason }),
+                        h('p', { class: 'small', text: e.level_rule.explanation }),
+                      ),
+                    )
+                  : h('td', { text: '—' }),
               ),
             ),
           ),
