@@ -303,33 +303,33 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         factors: [
           {
             name: 'momentum',
-            unit: '% over 30 days',
-            as_of: '2025-08-01',
-            score: 0.4125,
             value: 4.09,
+            unit: '% over 30 days',
+            score: 0.4125,
+            weight: 0.1111,
+            contribution: 0.0458,
+            explanation: '30-day return +4.09% against a daily volatility of 1.67%; time-series momentum score 0.4125.',
             source:
               'data/prices/btc.csv (binance_spot) 2018-03-17..2025-08-01; 30-day log returns over daily volatility (last 90 days) x sqrt(horizon)',
-            weight: 0.1111,
-            explanation: '30-day return +4.09% against a daily volatility of 1.67%; time-series momentum score 0.4125.',
-            contribution: 0.0458,
+            as_of: '2025-08-01',
           },
         ],
         level_rule: {
+          score_level: 'neutral',
+          reason: 'band',
           bands: {
             buy: 0.3,
             strong: 0.55,
           },
-          reason: 'band',
+          volatility_gate: {
+            open: true,
+            downside_ratio: 0.595,
+            max: 1,
+            short_days: 90,
+            long_days: 365,
+          },
           pending: null,
           explanation: 'Score 0.2378 is in the neutral band (from -0.3 to 0.3).',
-          score_level: 'neutral',
-          volatility_gate: {
-            max: 1,
-            open: true,
-            long_days: 365,
-            short_days: 90,
-            downside_ratio: 0.595,
-          },
         },
         model_version: 'signals-v4',
       },
@@ -594,9 +594,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: '01a224c3-d51f-7214-b881-10cc9af571f2',
-    key: 'svc_live_YZ4W5g94sNmauSOdEqerLAvJJqRe9teXEXAMPL',
-    prefix: 'svc_live_YZ4W',
+    id: '01a224d0-cee5-75b0-9873-48336c4d874c',
+    key: 'svc_live_Xq71wdm7kD9xZL0rYq8Df1lqTKofdsjTEXAMPL',
+    prefix: 'svc_live_Xq71',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -604,8 +604,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '01a224c3-d51f-7214-b881-10cc9af571f2',
-        prefix: 'svc_live_YZ4W',
+        id: '01a224d0-cee5-75b0-9873-48336c4d874c',
+        prefix: 'svc_live_Xq71',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -622,7 +622,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     next_cursor: null,
   },
   createThesis: {
-    id: '01a224c3-d536-749f-b9d2-e395a36ce47c',
+    id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -647,7 +647,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '01a224c3-d536-749f-b9d2-e395a36ce47c',
+        id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -674,7 +674,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     next_cursor: null,
   },
   getThesis: {
-    id: '01a224c3-d536-749f-b9d2-e395a36ce47c',
+    id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -697,7 +697,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '01a224c3-d536-749f-b9d2-e395a36ce47c',
+    thesis_id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 67.9,
@@ -738,11 +738,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     stale_reason: null,
   },
   deleteThesis: {
-    id: '01a224c3-d536-749f-b9d2-e395a36ce47c',
+    id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
     deleted: true,
   },
   revokeKey: {
-    id: '01a224c3-d51f-7214-b881-10cc9af571f2',
+    id: '01a224d0-cee5-75b0-9873-48336c4d874c',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -830,7 +830,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=83657',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=82806',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

@@ -2,7 +2,7 @@ import { and, desc, eq, gte, isNull, lte, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
 import { backfillState, signalHistory, signalSnapshots } from './schema.ts';
 import type { SignalChange } from '../engine/signal.ts';
-import type { LevelRule, SignalLevel } from '../engine/types.ts';
+import type { Factor, LevelRule, SignalLevel } from '../engine/types.ts';
 
 /**
  * One stored signal change (see `signal_history`): the engine's change, as computed that day;
@@ -42,6 +42,25 @@ export function levelRuleInEngineOrder(r: LevelRule): LevelRule {
       : null,
     pending: p ? { signal: p.signal, days: p.days, needed: p.needed } : null,
     explanation: r.explanation,
+  };
+}
+
+/**
+ * A factor read back from jsonb, rebuilt with its keys in the engine's order (`Factor` in
+ * engine/types.ts; the order GET /signals/{asset}?include_factors=true serves), for the same
+ * reason as {@link levelRuleInEngineOrder}. Values are taken as stored.
+ */
+export function factorInEngineOrder(f: Factor): Factor {
+  return {
+    name: f.name,
+    value: f.value,
+    unit: f.unit,
+    score: f.score,
+    weight: f.weight,
+    contribution: f.contribution,
+    explanation: f.explanation,
+    source: f.source,
+    as_of: f.as_of,
   };
 }
 
@@ -138,7 +157,7 @@ export class HistoryRepo {
       score: r.score,
       confidence: r.confidence,
       price_usd: r.priceUsd,
-      factors: r.factors,
+      factors: r.factors.map(factorInEngineOrder),
       level_rule: r.levelRule === null ? null : levelRuleInEngineOrder(r.levelRule),
       model_version: r.modelVersion,
     }));

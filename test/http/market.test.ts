@@ -434,6 +434,10 @@ describe('signal history', { skip: SKIP }, () => {
           'pending',
           'explanation',
         ]);
+        // Its factors too: the keys of GET /signals/{asset}?include_factors=true's, in that order.
+        const factorKeys = Object.keys((await get('/api/v1/signals/ripple?include_factors=true')).body.data.factors[0]);
+        assert.deepEqual(factorKeys.slice(0, 3), ['name', 'value', 'unit']);
+        for (const e of sent) for (const f of e.factors) assert.deepEqual(Object.keys(f), factorKeys, `${e.changed_at}: factor key order`);
       });
 
       test('defaults are days=30, limit=50, ending at the as-of day', async () => {
