@@ -414,6 +414,7 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
     await mine.waitFor({ state: 'detached' });
     // The one refused POST is the one this test sent; nothing else failed.
     assert.deepEqual(errors, [`400 ${base}/api/v1/thesis`]);
+    errors.splice(0); // this suite's later tests share the list
   });
 
   test('a double click on "Create thesis" creates one; a sub-cent price is shown with its digits, not as $0.0000', async () => {
