@@ -51,35 +51,181 @@ export function defineTool<A extends z.ZodObject, D>(t: ToolDefinition<A, D>): T
   return { ...t, input: closedObject(t.input, 'argument') as unknown as A };
 }
 
-/** Keywords that describe a node and stay beside a nullable's `anyOf` (all others go into its branch). */
-const ANNOTATIONS = new Set(['description', 'title', 'default', 'examples', '$id', '$schema']);
+/**
+ * Keywords that describe a node (or hold definitions that `$ref`s point at by path) and stay
+ * on the node beside the `anyOf` that replaces its `type` array; all others go into its branches.
+ */
+const NODE_KEYWORDS = new Set([
+  'description',
+  'title',
+  'default',
+  'examples',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  '$comment',
+  '$id',
+  '$schema',
+  '$defs',
+  'definitions',
+]);
+
+/** Keywords whose value is one subschema. */
+const SCHEMA_KEYWORDS = [
+  'additionalProperties',
+  'additionalItems',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+  'contains',
+  'propertyNames',
+  'not',
+  'if',
+  'then',
+  'else',
+  'contentSchema',
+] as const;
+/** Keywords whose value is an array of subschemas (`items` may also be one subschema). */
+const SCHEMA_ARRAY_KEYWORDS = ['items', 'prefixItems', 'anyOf', 'oneOf', 'allOf'] as const;
+/**
+ * Keywords whose value maps names to subschemas (draft-7 `dependencies` values may also be
+ * arrays of property names: skipped as non-objects).
+ */
+const SCHEMA_MAP_KEYWORDS = ['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas', 'dependencies'] as const;
 
 /**
+ * The keywords that constrain values of the types named only (JSON Schema validation: e.g.
+ * `minimum` ignores a string; `format`, as Ajv applies it, strings and numbers). A branch of
+ * another type leaves them out; every keyword not listed here (`enum`, `const`, `not`,
+ * `allOf`, ...) applies to every type and goes into every branch.
+ */
+const TYPE_KEYWORDS: Record<string, readonly string[]> = {
+  number: ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf', 'format'],
+  string: ['minLength', 'maxLength', 'pattern', 'format', 'contentEncoding', 'contentMediaType', 'contentSchema'],
+  array: [
+    'items',
+    'prefixItems',
+    'additionalItems',
+    'unevaluatedItems',
+    'minItems',
+    'maxItems',
+    'uniqueItems',
+    'contains',
+    'minContains',
+    'maxContains',
+  ],
+  object: [
+    'properties',
+    'patternProperties',
+    'additionalProperties',
+    'unevaluatedProperties',
+    'required',
+    'minProperties',
+    'maxProperties',
+    'propertyNames',
+    'dependencies',
+    'dependentRequired',
+    'dependentSchemas',
+  ],
+};
+/** Each type-specific keyword and the types it constrains (`integer` takes the number keywords). */
+const KEYWORD_TYPES = new Map<string, readonly string[]>();
+for (const [type, keys] of Object.entries(TYPE_KEYWORDS))
+  for (const k of keys) KEYWORD_TYPES.set(k, [...(KEYWORD_TYPES.get(k) ?? []), ...(type === 'number' ? ['number', 'integer'] : [type])]);
+
+/** Whether the JSON value `v` is of JSON Schema type `type` (`integer`: a number with no fraction). */
+function isOfType(v: unknown, type: string): boolean {
+  switch (type) {
+    case 'null':
+      return v === null;
+    case 'array':
+      return Array.isArray(v);
+    case 'object':
+      return typeof v === 'object' && v !== null && !Array.isArray(v);
+    case 'integer':
+      return Number.isInteger(v);
+    default:
+      return typeof v === type;
+  }
+}
+
+/** The JSON Schema node `type`'s branch takes from `keywords`, or null when no value of `type` can pass them. */
+function branchOf(type: string, keywords: Record<string, unknown>): Record<string, unknown> | null {
+  const branch: Record<string, unknown> = { type };
+  for (const [k, v] of Object.entries(keywords)) {
+    const types = KEYWORD_TYPES.get(k);
+    if (types && !types.includes(type)) continue;
+    if (k === 'enum' && Array.isArray(v)) {
+      // Only the listed values of this type can pass here; none: the branch accepts nothing.
+      const values = v.filter((x) => isOfType(x, type));
+      if (values.length === 0) return null;
+      branch.enum = structuredClone(values);
+    } else if (k === 'const' && !isOfType(v, type)) {
+      return null;
+    } else {
+      branch[k] = structuredClone(v);
+    }
+  }
+  return branch;
+}
+
+/**
+ * Rewrites, in place and at every depth, each JSON Schema node with a `type` array as `anyOf`
+ * with one `type` per branch (or one `type`, when one branch is left), accepting the same
+ * values.
+ *
  * zod writes a nullable scalar as `type: ["number", "null"]` and a union of scalars as
  * `type: ["number", "string"]`: legal JSON Schema, but a client that maps tool schemas onto a
  * single-`type` dialect (the OpenAPI subset of Gemini function declarations) may reject the
- * tool; the MCP Inspector's `--strict` schema-portability check warns about each one.
- * Rewritten, in place and at every depth, as `anyOf` with one `type` per branch, e.g.
- * `anyOf: [{type: "number", minimum: 0}, {type: "null"}]`: the same set of values (a
- * validation keyword that does not apply to a branch's type is ignored there, so each
- * non-null branch takes them all). zod's `override` hook does not see these arrays: they
- * appear after it, when shared schemas are inlined.
+ * tool; the MCP Inspector's `--strict` schema-portability check warns about each one. E.g.
+ * `{type: ["number", "null"], minimum: 0}` becomes `{anyOf: [{type: "number", minimum: 0},
+ * {type: "null"}]}` and `{type: ["string", "null"], enum: ["a", "b"]}` becomes
+ * `{type: "string", enum: ["a", "b"]}` (null was never accepted: one branch left, no `anyOf`).
+ *
+ * - Only subschemas are visited (`properties`, `items`, `anyOf`, `not`, `if`, `$defs`, ...:
+ *   SCHEMA_KEYWORDS and the lists beside it), never values (`default`, `examples`, `enum`,
+ *   `const`), which keep any `type` member they hold.
+ * - Each branch gets every keyword of the node that can constrain its type (TYPE_KEYWORDS,
+ *   branchOf): `minimum` goes to the number branch only, `enum`, `const`, `not`, `allOf`,
+ *   ... to every branch, `enum` cut to the values of the branch's type; a branch no value can
+ *   pass (an `enum` or `const` without a value of its type) is left out. Annotations and
+ *   definitions (NODE_KEYWORDS) stay on the node.
+ * - A node whose every branch would be left out accepts nothing: its `anyOf` keeps them all
+ *   unchanged (an empty `anyOf` is not legal JSON Schema).
+ *
+ * zod's `override` hook does not see these arrays: they appear after it, when shared schemas
+ * are inlined. test/mcp/tool-schemas.test.ts checks with Ajv that every tool's schemas accept
+ * the same values before and after.
+ * @param node a JSON Schema (draft-7 or 2020-12) object; anything else is left alone.
  */
-function singleTypeBranches(node: unknown): void {
-  if (Array.isArray(node)) return node.forEach(singleTypeBranches);
-  if (node === null || typeof node !== 'object') return;
+export function singleTypeBranches(node: unknown): void {
+  if (node === null || typeof node !== 'object' || Array.isArray(node)) return;
   const schema = node as Record<string, unknown>;
-  for (const value of Object.values(schema)) singleTypeBranches(value);
+  for (const k of SCHEMA_KEYWORDS) singleTypeBranches(schema[k]);
+  for (const k of SCHEMA_ARRAY_KEYWORDS) {
+    const v = schema[k];
+    if (Array.isArray(v)) v.forEach(singleTypeBranches);
+    else singleTypeBranches(v);
+  }
+  for (const k of SCHEMA_MAP_KEYWORDS) {
+    const v = schema[k];
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) Object.values(v).forEach(singleTypeBranches);
+  }
   const types = schema.type;
-  if (!Array.isArray(types) || types.length < 2) return;
+  if (!Array.isArray(types)) return;
+  if (types.length === 1) {
+    schema.type = types[0];
+    return;
+  }
   const keywords: Record<string, unknown> = {};
   for (const key of Object.keys(schema)) {
-    if (key === 'type' || ANNOTATIONS.has(key)) continue;
+    if (key === 'type' || NODE_KEYWORDS.has(key)) continue;
     keywords[key] = schema[key];
     delete schema[key];
   }
   delete schema.type;
-  schema.anyOf = types.map((type) => (type === 'null' ? { type } : { type, ...keywords }));
+  const kept = (types as string[]).map((type) => branchOf(type, keywords)).filter((b) => b !== null);
+  if (kept.length === 1) Object.assign(schema, kept[0]);
+  else schema.anyOf = kept.length > 0 ? kept : (types as string[]).map((type) => ({ type, ...structuredClone(keywords) }));
 }
 
 /** The `tools/list` entry of a tool: JSON Schemas converted once (draft-7, as the SDK does; one `type` per schema). */
