@@ -3,7 +3,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import { loggableError, ServiceError } from '../errors.ts';
-import { type Access, anonymousCaller, type Caller, PUBLIC_UNMETERED } from '../services/access.ts';
+import { type Access, anonymousCaller, type Caller, MESSAGES, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { KeyService } from '../services/keys.ts';
 import type { Services } from '../services/operation.ts';
 import { invalidEnvelope, messageId } from './envelope.ts';
@@ -15,6 +15,31 @@ import type { ToolContext } from './tool.ts';
  * before it may wait for the core (a first start takes a few seconds on a slow machine).
  */
 export const STDIN_END_DRAIN_MS = 60_000;
+
+/**
+ * How long a failed start (a refused key, a start-up failure) waits, at most, ms, for the
+ * requests read so far to be answered with the failure before runStdio rejects: answering
+ * them is a few turns of the event loop; the bound keeps a stuck write from holding the exit.
+ */
+export const FAILURE_DRAIN_MS = 5_000;
+
+/**
+ * Resolves once everything written to `out` so far has been handed to the operating system
+ * (it writes an empty chunk, whose callback runs after the writes before it), or at once when
+ * nothing is queued or `out` is ended or destroyed; never rejects. For process.stdout before process.exit, which drops writes still
+ * queued on a pipe.
+ * @param ms the longest wait (default 5 s: a client that stopped reading must not hold the exit).
+ */
+export function flushed(out: Writable, ms = 5_000): Promise<void> {
+  return new Promise((resolve) => {
+    if (out.destroyed || out.writableEnded || out.writableLength === 0) return resolve();
+    const timer = setTimeout(resolve, ms);
+    out.write('', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
 
 /** Environment variable that carries the API key for the stdio server. */
 export const STDIO_KEY_ENV = 'MARKET_INTEL_API_KEY';
@@ -200,20 +225,30 @@ export function unreadableLine(err: Error): { code: number; message: string } | 
  * @param deps the core when it is ready; a rejection (a start-up failure) stops the server.
  * @param log the process's logger (stderr), usable before the core is ready.
  * @throws the start-up failure of `deps`, or ServiceError UNAUTHORIZED when the key is set but
- *   invalid or revoked (the message names the variable): in both cases no tool has answered,
- *   and the core has been stopped.
+ *   invalid or revoked (the message names the variable). In both cases no tool has run and
+ *   the core has been stopped; the requests read so far (for up to FAILURE_DRAIN_MS) have
+ *   been answered with the failure (a refused key -32001 with `data: {code, reason}`, as MCP
+ *   over HTTP answers it; a start-up failure the SDK's -32603) and those answers flushed to
+ *   stdout, so the caller may exit at once.
  */
 export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefined, log: Logger): Promise<void> {
   const authenticate = async (d: StdioDeps): Promise<Caller> => {
     if (!apiKey) return anonymousCaller('stdio');
-    // The same access rules and messages as REST and MCP over HTTP (the key is checked, never metered here).
+    // The same access rules as REST and MCP over HTTP, and their messages but for a value that
+    // is not a key (below); the key is checked, never metered here.
     const auth = await d.access.authenticate(`Bearer ${apiKey}`, PUBLIC_UNMETERED, 'stdio');
     if (auth.ok) return auth.caller;
     if (auth.cause) d.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
+    const reason = auth.error.details?.reason;
+    // Not a key at all (a JWT, another service's token; with spaces, `Bearer svc_live_...`,
+    // which fails as an Authorization header): the HTTP wording (headers, JWTs) does not
+    // apply to an environment variable.
+    if (reason === 'wrong_credential' || auth.error.message === MESSAGES.badHeader)
+      throw new ServiceError('UNAUTHORIZED', MESSAGES.notAKeyInEnv(STDIO_KEY_ENV), auth.error.details);
     // A well-formed key this database does not know was most likely made by a service on
     // another database: say which one this process opened.
     const where =
-      auth.error.details?.reason === 'unknown'
+      reason === 'unknown'
         ? ` (looked up in the database at ${d.database}: keys live in the database of the service that created them, so give this process the same PGLITE_DIR or DATABASE_URL)`
         : '';
     throw new ServiceError(auth.error.code, `${STDIO_KEY_ENV}: ${auth.error.message}${where}`, auth.error.details);
@@ -244,6 +279,7 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     await server.close().catch(() => {});
     // A core still starting is stopped once it is up (PGlite must not be cut off mid-write).
     await deps.then((d) => d.onClose()).catch(() => {});
+    await flushed(process.stdout);
     process.exit(0);
   };
   transport.onclose = () => void close();
@@ -257,13 +293,14 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
   // ones it cancelled (the SDK sends nothing for those). The transport's onmessage and send, as
   // the SDK's Protocol set them on connect.
   const pending = new Map<string | number, number>();
-  let drained: () => void = () => {};
+  /** Called once every request read so far is answered (the waits of `answered`). */
+  const drainWaiters = new Set<() => void>();
   const settle = (id: string | number, all: boolean) => {
     const n = pending.get(id) ?? 0;
     if (n === 0) return;
     if (all || n === 1) pending.delete(id);
     else pending.set(id, n - 1);
-    if (pending.size === 0) drained();
+    if (pending.size === 0) for (const w of [...drainWaiters]) w();
   };
   const onmessage = transport.onmessage;
   transport.onmessage = (message: JSONRPCMessage) => {
@@ -279,16 +316,18 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     const m = message as { id?: string | number | null; method?: unknown };
     if (m.id !== undefined && m.id !== null && m.method === undefined) settle(m.id, false);
   };
-  /** Resolves once every request read so far is answered, or after `ms`. */
+  /** Resolves once every request read so far is answered (its answer handed to stdout), or after `ms`. */
   const answered = (ms: number) =>
     new Promise<void>((resolve) => {
       if (pending.size === 0) return resolve();
-      const timer = setTimeout(resolve, ms);
-      timer.unref();
-      drained = () => {
+      const done = () => {
         clearTimeout(timer);
+        drainWaiters.delete(done);
         resolve();
       };
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      drainWaiters.add(done);
     });
   // A line the transport cannot read as one JSON-RPC message is dropped by the SDK, so the
   // client would wait for an answer forever: answer it (id null: it could not be read).
@@ -301,7 +340,17 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     transport.send({ jsonrpc: '2.0', id: null, error: answer } as never).catch(() => {});
   };
   log.info('MCP stdio server connected: initialize is answered now, tools once the data is loaded');
-  const ctx = await context;
+  let ctx: ToolContext;
+  try {
+    ctx = await context;
+  } catch (err) {
+    // The caller exits on this error: first the requests waiting for the core get their
+    // answer (createMcpServer answers them with the refusal), and stdout is flushed, or the
+    // exit could cut them off and the client would see a closed connection instead.
+    await answered(FAILURE_DRAIN_MS);
+    await flushed(process.stdout);
+    throw err;
+  }
   const d = await deps;
   log.info({ tier: ctx.caller.tier, as_of: d.asOf }, 'MCP stdio server ready');
 }

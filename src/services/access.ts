@@ -156,7 +156,14 @@ export const MESSAGES = {
     `Invalid API key ${prefix}...: checksum mismatch (mistyped or truncated); copy it again from where you created it, or create one at /signin`,
   revokedKey: (prefix: string) =>
     `Invalid API key ${prefix}...: it has been revoked; create a new key at /signin (or POST /api/v1/keys/create)`,
-  /** A bearer token that is neither an API key nor accepted as a JWT here. */
+  /**
+   * Over stdio (reason `wrong_credential`, or `malformed` for a value with spaces): the value
+   * of the environment variable `variable` is not an API key; no JWT or header applies there.
+   * The value is not echoed (it may be some other secret).
+   */
+  notAKeyInEnv: (variable: string) =>
+    `${variable}: the value is not an API key of this service (a key is svc_live_ followed by 38 letters and digits, set alone: no "Bearer ", quotes or spaces). To get one, sign in to the running service at /signin (the dashboard's account page), create a key in its API keys section, and set ${variable} to that key; or unset ${variable} for the unauthenticated tier`,
+  /** A bearer token over HTTP that is neither an API key nor accepted as a JWT here. */
   notAKey:
     'Invalid API key: API endpoints and MCP take an API key (Authorization: Bearer svc_live_...), not a JWT or other token; JWTs are for key management (/api/v1/keys/...) and theses. Create a key at /signin',
   invalidJwt: `Invalid or expired token: get a fresh JWT; ${GET_A_JWT}`,

@@ -234,6 +234,70 @@ test('requests piped in with stdin closed at once are all answered before the se
   assert.ok(answers.find((a) => a.id === 3)!.result!.structuredContent!.assets.length > 0);
 });
 
+test('a value that is not an API key is refused naming the variable, not JWTs; the waiting requests are answered -32001 before the exit (1)', async () => {
+  // A JWT where the key belongs: over HTTP the refusal talks of Authorization and JWTs; here
+  // it names the environment variable and says how to get a key. stdin stays open: the exit
+  // is the refusal's, and every request read before it gets the refusal, not a closed pipe.
+  const jwtLike = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl';
+  for (const value of [jwtLike, 'Bearer svc_live_abc']) {
+    const child = spawn(
+      process.execPath,
+      [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
+      {
+        cwd: ROOT_DIR,
+        env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://', MARKET_INTEL_API_KEY: value },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    const out: string[] = [];
+    let err = '';
+    createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    child.stdin!.write(
+      [
+        {
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+        },
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+        { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
+        // More answers than a pipe's buffer (64 KiB) holds: an exit without the drain cuts them off.
+        ...Array.from({ length: 300 }, (_, i) => ({ jsonrpc: '2.0', id: 10 + i, method: 'tools/list' })),
+      ]
+        .map((m) => JSON.stringify(m))
+        .join('\n') + '\n',
+    );
+    const timer = setTimeout(() => child.kill(), 90_000);
+    try {
+      assert.equal(await exited, 1, err);
+    } finally {
+      clearTimeout(timer);
+      child.stdin!.destroy();
+    }
+    const answers = out.map((l) => JSON.parse(l) as { id: number; error?: { code: number; message: string; data: unknown } });
+    assert.deepEqual(
+      answers.map((a) => a.id).sort((x, y) => x - y),
+      [1, 2, 3, ...Array.from({ length: 300 }, (_, i) => 10 + i)],
+    );
+    const reason = value === jwtLike ? 'wrong_credential' : 'malformed';
+    for (const a of answers.filter((x) => x.id !== 1)) {
+      assert.equal(a.error?.code, -32001, JSON.stringify(a));
+      assert.deepEqual(a.error.data, { code: 'UNAUTHORIZED', reason });
+      assert.match(
+        a.error.message,
+        /^MARKET_INTEL_API_KEY: the value is not an API key of this service .*sign in .*\/signin.*create a key/,
+      );
+      assert.doesNotMatch(a.error.message, /JWT|Authorization/);
+      assert.ok(!a.error.message.includes(value), 'the value is not echoed');
+    }
+    assert.match(err, /MARKET_INTEL_API_KEY: the value is not an API key/);
+  }
+});
+
 describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
   const pgUp = await postgresAvailable();
   let idp: TestIdp;
@@ -325,16 +389,14 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
 
   test('an invalid key stops the stdio server before any tool answers, naming the variable', { skip: pgUp ? false : PG_SKIP }, async () => {
     // `initialize` is answered at once; the key is checked when the core is ready, and the
-    // process exits then: the waiting request gets the refusal as MCP over HTTP words it
-    // (-32001, data.code UNAUTHORIZED; not the SDK's -32603) or, when the exit wins the race,
-    // a closed connection.
+    // process exits then, once the waiting request has the refusal as MCP over HTTP words it
+    // (-32001, data {code, reason}; not the SDK's -32603, nor a closed connection).
     const client = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: 'svc_live_bogus' });
     try {
-      await assert.rejects(client.listTools(undefined, SLOW), (err: { code?: unknown; data?: { code?: unknown } }) => {
-        if (typeof err.code === 'number' && err.code !== ErrorCode.ConnectionClosed) {
-          assert.equal(err.code, -32001, String(err));
-          assert.equal(err.data?.code, 'UNAUTHORIZED');
-        }
+      await assert.rejects(client.listTools(undefined, SLOW), (err: { code?: unknown; message?: string; data?: unknown }) => {
+        assert.equal(err.code, -32001, String(err));
+        assert.deepEqual(err.data, { code: 'UNAUTHORIZED', reason: 'malformed' });
+        assert.match(err.message ?? '', /MARKET_INTEL_API_KEY: Invalid API key svc_live_bogu\.\.\.: malformed/);
         return true;
       });
       // The closed stdout may be seen before the last of stderr has been read.
@@ -347,7 +409,12 @@ describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
     // the message says which database was asked.
     const elsewhere = await stdioClient({ DATABASE_URL: db.url, AUTH_ISSUER: idp.issuer, MARKET_INTEL_API_KEY: generateKey().key });
     try {
-      await assert.rejects(elsewhere.listTools(undefined, SLOW));
+      await assert.rejects(elsewhere.listTools(undefined, SLOW), (err: { code?: unknown; message?: string; data?: unknown }) => {
+        assert.equal(err.code, -32001, String(err));
+        assert.deepEqual(err.data, { code: 'UNAUTHORIZED', reason: 'unknown' });
+        assert.match(err.message ?? '', /looked up in the database at DATABASE_URL/);
+        return true;
+      });
       for (let i = 0; i < 50 && !/same PGLITE_DIR or DATABASE_URL/.test(elsewhere.stderr()); i++)
         await new Promise((r) => setTimeout(r, 100));
       assert.match(

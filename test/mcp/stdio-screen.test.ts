@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PassThrough, Writable } from 'node:stream';
 import { pino } from 'pino';
-import { screenedStdin, STDIO_MAX_MESSAGE_BYTES } from '../../src/mcp/stdio.ts';
+import { flushed, screenedStdin, STDIO_MAX_MESSAGE_BYTES } from '../../src/mcp/stdio.ts';
 
 /** Feeds `chunks` through screenedStdin; returns what passed on and what was answered. */
 async function screen(chunks: (string | Buffer)[], maxBytes?: number) {
@@ -71,4 +71,32 @@ test('a last line without a newline is read at the end of input', async () => {
   const ok = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
   const { passed } = await screen([ok]);
   assert.deepEqual(passed, [ok]);
+});
+
+test('flushed waits until a slow stream has taken every write queued before it, and never for an ended one', async () => {
+  const taken: string[] = [];
+  const slow = new Writable({
+    highWaterMark: 4,
+    write(chunk: Buffer, _enc, done) {
+      setTimeout(() => {
+        taken.push(chunk.toString());
+        done();
+      }, 20);
+    },
+  });
+  for (const s of ['one\n', 'two\n', 'three\n']) slow.write(s);
+  assert.ok(slow.writableLength > 0, 'writes are queued');
+  await flushed(slow);
+  // (flushed's own empty write comes last.)
+  assert.deepEqual(taken, ['one\n', 'two\n', 'three\n', '']);
+  // Nothing queued, or the stream ended: at once.
+  await flushed(slow);
+  slow.end();
+  await flushed(slow);
+  // A stream that never takes its writes: the bound ends the wait.
+  const stuck = new Writable({ write() {} });
+  stuck.write('x');
+  const t0 = Date.now();
+  await flushed(stuck, 100);
+  assert.ok(Date.now() - t0 < 2000);
 });
