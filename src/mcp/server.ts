@@ -115,7 +115,7 @@ function toolList(status: Served<StatusData>): { tools: Tool[] } {
           ? `stale among the series this tool reads: ${shown.join(', ')}${stale.length > shown.length ? ` and ${stale.length - shown.length} more` : ''}`
           : 'no series this tool reads is stale') +
         (empty.length
-          ? `; ${empty.length} series hold no data (gaps: ${empty
+          ? `; ${empty.length} series ${empty.length === 1 ? 'holds' : 'hold'} no data (gaps: ${empty
               .slice(0, 3)
               .map((x) => x.series)
               .join(', ')}${empty.length > 3 ? ', ...' : ''})`

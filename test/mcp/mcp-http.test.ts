@@ -8,8 +8,21 @@ import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
 import { AUTH_FAILURES_PER_MINUTE, MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
-import { AssetsDataSchema, HistoryDataSchema, RegimeDataSchema } from '../../src/services/schemas/market.ts';
-import { ThesisHealthSchema } from '../../src/services/schemas/theses.ts';
+import { getAssetsTool } from '../../src/mcp/tools/get-assets.ts';
+import { getChainHealthTool } from '../../src/mcp/tools/get-chain-health.ts';
+import { getSignalHistoryTool } from '../../src/mcp/tools/get-signal-history.ts';
+import { getSignalsTool } from '../../src/mcp/tools/get-signals.ts';
+import { getThesisHealthTool } from '../../src/mcp/tools/get-thesis-health.ts';
+import {
+  type AssetsData,
+  AssetsDataSchema,
+  type ChainHealthData,
+  type HistoryData,
+  HistoryDataSchema,
+  RegimeDataSchema,
+  type SignalsData,
+} from '../../src/services/schemas/market.ts';
+import { type ThesisHealthData, ThesisHealthSchema } from '../../src/services/schemas/theses.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
 
 let h: Harness;
@@ -132,6 +145,57 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const label = (n: string) =>
       ({ rsi: 'RSI', fear_greed: 'Fear & Greed', funding_rate: 'funding rate', chain_health: 'chain health' })[n] ?? n;
     assert.deepEqual(listed, names.map(label), signals.description);
+    await c.close();
+  });
+
+  test("get_signal_history's summary says why each change took its level; summaries count in proper English", async () => {
+    const c = await connect(keys.api);
+    const summaryOf = (r: CallToolResult) => (r.content[0] as { text: string }).text;
+    // A year of BTC changes: each line carries its level_rule's reason, in the entries' order.
+    const year = (await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', days: 365 } })) as CallToolResult;
+    const data = year.structuredContent as HistoryData;
+    assert.ok(data.entries.length > 1, 'BTC changed its signal more than once in the year');
+    const lines = summaryOf(year).split('\n');
+    assert.equal(lines[0], `${data.entries.length} signal changes of bitcoin from ${data.from} to ${data.to} (365 days, limit 50):`);
+    const changes = lines.filter((l) => l.startsWith('- '));
+    assert.equal(changes.length, data.entries.length);
+    data.entries.forEach((e, i) => {
+      assert.ok(e.level_rule, `${e.changed_at} has its level_rule`);
+      assert.match(
+        changes[i]!,
+        new RegExp(
+          `^- ${e.changed_at}: .* -> ${e.signal} .*; why: ${e.level_rule.reason} \\(score in the ${e.level_rule.score_level} band`,
+        ),
+      );
+    });
+    // The README's example: XRP left strong_buy for neutral on 2024-12-09, held by the volatility gate.
+    const xrp = (await c.callTool({
+      name: 'get_signal_history',
+      arguments: { asset: 'xrp', days: 1, end: '2024-12-09' },
+    })) as CallToolResult;
+    const rule = (xrp.structuredContent as HistoryData).entries[0]!.level_rule!;
+    assert.equal(rule.reason, 'volatility_gate');
+    const g = rule.volatility_gate!;
+    assert.equal(
+      summaryOf(xrp).split('\n').slice(0, 2).join('\n'),
+      `1 signal change of ripple from 2024-12-09 to 2024-12-09 (1 day, limit 50):\n- 2024-12-09: strong_buy -> neutral (score ${(xrp.structuredContent as HistoryData).entries[0]!.score.toFixed(2)}, $${(xrp.structuredContent as HistoryData).entries[0]!.price_usd}); why: volatility_gate (score in the ${rule.score_level} band; buys held at neutral: ${g.short_days}-day downside volatility ${g.downside_ratio}x the ${g.long_days}-day, above ${g.max}x)`,
+    );
+    // The other summaries on one item: singular nouns (the real answers, cut to one).
+    const assets = (await c.callTool({ name: 'get_assets', arguments: {} })).structuredContent as AssetsData;
+    assert.match(getAssetsTool.summary({ assets: assets.assets.slice(0, 1) }), /^1 supported asset:\n/);
+    assert.match(getAssetsTool.summary(assets), new RegExp(`^${assets.assets.length} supported assets:`));
+    const signals = (await c.callTool({ name: 'get_signals', arguments: {} })).structuredContent as SignalsData;
+    assert.match(getSignalsTool.summary({ ...signals, signals: signals.signals.slice(0, 1) }), /^Signals of 1 asset as of /);
+    const none = getSignalHistoryTool.summary({ ...data, days: 1, entries: [], next_end: null });
+    assert.match(none, /^0 signal changes of bitcoin from .* \(1 day, limit 50\)\. No change in this window\./);
+    const health = (await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } }))
+      .structuredContent as ThesisHealthData;
+    const horizon = { days: 30, ends_at: '2025-10-01', days_left: 1, passed: false };
+    assert.match(getThesisHealthTool.summary({ ...health, horizon }), / Horizon ends 2025-10-01 \(1 day left\)\./);
+    assert.match(getThesisHealthTool.summary({ ...health, horizon: { ...horizon, days_left: 2 } }), /\(2 days left\)/);
+    const hype = (await c.callTool({ name: 'get_chain_health', arguments: { chain: 'hype' } })).structuredContent as ChainHealthData;
+    const oneMetric = getChainHealthTool.summary({ ...hype, components: hype.components.slice(0, 1), missing_metrics: [] });
+    assert.match(oneMetric, /from 1 of 1 metric[.;]/);
     await c.close();
   });
 

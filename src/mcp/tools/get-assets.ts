@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { listAssets } from '../../services/operations/market.ts';
 import { AssetsDataSchema, type AssetsData } from '../../services/schemas/market.ts';
 import { defineTool } from '../tool.ts';
+import { count } from './format.ts';
 
 /** get_assets: listAssets. */
 export const getAssetsTool = defineTool({
@@ -14,7 +15,7 @@ export const getAssetsTool = defineTool({
   route: () => ({ op: listAssets, input: {} }),
   summary: (d: AssetsData) =>
     [
-      `${d.assets.length} supported assets:`,
+      `${count(d.assets.length, 'supported asset')}:`,
       ...d.assets.map((a) => `- ${a.asset} (${a.symbol}): ${a.signal ?? 'no signal'}${a.chain ? `, chain ${a.chain}` : ''}`),
     ].join('\n'),
 });

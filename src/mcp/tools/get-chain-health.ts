@@ -3,13 +3,13 @@ import { CHAIN_HEALTH_METRICS } from '../../engine/chain-health.ts';
 import { ChainArg, getChainHealth, listChainHealth } from '../../services/operations/market.ts';
 import { ChainHealthListSchema, ChainHealthSchema, type ChainHealthData } from '../../services/schemas/market.ts';
 import { defineTool } from '../tool.ts';
-import { staleNote } from './format.ts';
+import { count, staleNote } from './format.ts';
 
 /** Output of get_chain_health: GET /chain-health's `{chains}` without `chain`, else one entry. */
 export const GetChainHealthOutput = ChainHealthListSchema.partial().extend(ChainHealthSchema.partial().shape);
 
 function line(h: ChainHealthData): string {
-  const used = `${h.components.length} of ${h.components.length + h.missing_metrics.length} metrics`;
+  const used = `${h.components.length} of ${count(h.components.length + h.missing_metrics.length, 'metric')}`;
   const missing = h.missing_metrics.length ? `; missing: ${h.missing_metrics.map((m) => `${m.metric} (${m.reason})`).join('; ')}` : '';
   return `${h.name} (${h.chain}): ${h.status}, score ${h.score ?? 'n/a'}, z-score ${h.z_score ?? 'n/a'}, regime ${h.regime} (sensitivity ${h.sensitivity}), as of ${h.as_of ?? 'n/a'}, from ${used}${missing}.${staleNote(h)}`;
 }

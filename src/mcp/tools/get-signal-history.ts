@@ -1,8 +1,12 @@
 import { getSignalHistory } from '../../services/operations/market.ts';
 import { HistoryDataSchema, type HistoryData } from '../../services/schemas/market.ts';
 import { defineTool } from '../tool.ts';
+import { count, levelReason } from './format.ts';
 
-/** get_signal_history: getSignalHistory (API key of the pro or api tier); arguments = the operation's input. */
+/**
+ * get_signal_history: getSignalHistory (API key of the pro or api tier); arguments = the
+ * operation's input. Its summary lists each change with why it took its level (levelReason).
+ */
 export const getSignalHistoryTool = defineTool({
   name: 'get_signal_history',
   title: 'Signal history',
@@ -12,11 +16,12 @@ export const getSignalHistoryTool = defineTool({
   output: HistoryDataSchema,
   route: (a) => ({ op: getSignalHistory, input: a }),
   summary(d: HistoryData): string {
-    const head = `${d.entries.length} signal changes of ${d.asset} from ${d.from} to ${d.to} (${d.days} days, limit ${d.limit})`;
+    const head = `${count(d.entries.length, 'signal change')} of ${d.asset} from ${d.from} to ${d.to} (${count(d.days, 'day')}, limit ${d.limit})`;
     return [
       head + (d.entries.length ? ':' : '. No change in this window.'),
       ...d.entries.map(
-        (e) => `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd})`,
+        (e) =>
+          `- ${e.changed_at}: ${e.previous_signal ?? 'none'} -> ${e.signal} (score ${e.score.toFixed(2)}, $${e.price_usd}); why: ${levelReason(e.level_rule)}`,
       ),
       d.next_end ? `Older changes are stored: call again with end=${d.next_end}.` : 'No older change is stored.',
     ].join('\n');

@@ -3,7 +3,7 @@ import { CURRENT_MODEL, FACTOR_ORDER } from '../../engine/signal.ts';
 import { AssetArg, getSignal, listSignals } from '../../services/operations/market.ts';
 import { SignalEntrySchema, SignalsDataSchema, type SignalEntry, type SignalsData } from '../../services/schemas/market.ts';
 import { defineTool } from '../tool.ts';
-import { signalLine } from './format.ts';
+import { count, signalLine } from './format.ts';
 
 /**
  * Output of get_signals: the REST `data` of GET /signals (`signals`, `unavailable`) when no
@@ -47,7 +47,7 @@ export const getSignalsTool = defineTool({
       const s = d as SignalsData;
       const asOf = s.signals[0]?.as_of ?? 'n/a';
       return [
-        `Signals of ${s.signals.length} assets as of ${asOf}:`,
+        `Signals of ${count(s.signals.length, 'asset')} as of ${asOf}:`,
         ...s.signals.map((e) => `- ${signalLine(e)}`),
         ...(s.unavailable.length ? [`Not served as current: ${s.unavailable.map((u) => `${u.asset} (${u.reason})`).join('; ')}`] : []),
       ].join('\n');

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { getThesisHealth } from '../../services/operations/theses.ts';
 import { ThesisHealthSchema, type ThesisHealthData } from '../../services/schemas/theses.ts';
 import { defineTool } from '../tool.ts';
-import { staleNote } from './format.ts';
+import { count, staleNote } from './format.ts';
 
 /** get_thesis_health: getThesisHealth (API key; owner only). */
 export const getThesisHealthTool = defineTool({
@@ -21,7 +21,7 @@ export const getThesisHealthTool = defineTool({
     const horizon = h.horizon
       ? h.horizon.passed
         ? ` Horizon passed on ${h.horizon.ends_at}: review the thesis.`
-        : ` Horizon ends ${h.horizon.ends_at} (${h.horizon.days_left} days left).`
+        : ` Horizon ends ${h.horizon.ends_at} (${count(h.horizon.days_left, 'day')} left).`
       : '';
     const unevaluable = h.unevaluable_conditions.length
       ? ` Not evaluated (no data): ${h.unevaluable_conditions.map((c) => `${c.metric} (${c.reason})`).join('; ')}.`
