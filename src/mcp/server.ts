@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   type CallToolResult,
@@ -18,8 +19,17 @@ import { PUBLIC } from '../services/access.ts';
 import { admitCall, failure, listEntry, runTool, type ToolContext, type ToolDefinition } from './tool.ts';
 import { TOOLS } from './tools/index.ts';
 
-/** Server name and version announced at `initialize`. */
-export const MCP_SERVER_INFO = { name: 'market-intel', version: '1.0.0' } as const;
+/**
+ * This package's version (`version` of package.json), read once when the module loads. The
+ * file is two folders up from this module both in the sources (src/mcp/) and in the build
+ * (dist/mcp/), which runs from the checkout.
+ * @throws at load when package.json is missing or unreadable (a broken checkout).
+ */
+const PACKAGE_VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
+  .version;
+
+/** Server name and version announced at `initialize` (`serverInfo`; the version is package.json's). */
+export const MCP_SERVER_INFO = { name: 'market-intel', version: PACKAGE_VERSION } as const;
 
 const INSTRUCTIONS =
   'Crypto market intelligence computed from daily market data: five-level trading signals with the factors behind them, the BTC market regime, on-chain health of Ethereum, Solana and Hyperliquid, signal-change history and thesis health. All tools are read-only. Data is daily; `as_of` says which day.';

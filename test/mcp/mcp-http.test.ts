@@ -1,6 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -24,12 +26,14 @@ import {
 } from '../../src/services/schemas/market.ts';
 import { type ThesisHealthData, ThesisHealthSchema } from '../../src/services/schemas/theses.ts';
 import { startHarness, type Harness } from '../helpers/harness.ts';
+import { ROOT_DIR } from '../../src/config.ts';
 
 let h: Harness;
 let base: string;
 const keys: Record<'free' | 'pro' | 'api' | 'other', string> = { free: '', pro: '', api: '', other: '' };
 let thesisId = '';
 let ipSeq = 0;
+const PACKAGE_JSON = JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string };
 
 /** REST call through the real HTTP server (loopback); returns status, headers and JSON. */
 async function rest(method: string, path: string, token?: string, body?: unknown) {
@@ -685,8 +689,10 @@ describe('MCP auth, tiers and limits', () => {
       },
       auth,
     );
-    const okBody = (await ok.json()) as { result: { serverInfo: { name: string } } };
+    const okBody = (await ok.json()) as { result: { serverInfo: { name: string; version: string } } };
     assert.equal(okBody.result.serverInfo.name, 'market-intel');
+    // The version is the package's, not a constant of its own.
+    assert.equal(okBody.result.serverInfo.version, PACKAGE_JSON.version);
   });
 
   test('Host and Origin are validated (DNS rebinding) and tokens in the query string are refused', async () => {

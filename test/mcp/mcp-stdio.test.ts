@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -62,6 +63,9 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
   test('lists exactly the six tools; get_signals equals the REST data; tier and key gates hold', async () => {
     const { tools } = await client.listTools(undefined, SLOW);
     assert.deepEqual(tools.map((t) => t.name).sort(), [...TOOL_NAMES].sort());
+    // serverInfo's version is package.json's.
+    const pkg = JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')) as { version: string };
+    assert.deepEqual(client.getServerVersion(), { name: 'market-intel', version: pkg.version });
     const r = (await client.callTool({ name: 'get_signals', arguments: { include_factors: true } })) as CallToolResult;
     assert.notEqual(r.isError, true);
     const rest = await svc.app.inject({ method: 'GET', url: '/api/v1/signals?include_factors=true' });
