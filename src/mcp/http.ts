@@ -141,7 +141,8 @@ export async function handleMcpRequest(
 /**
  * A refused authentication as an HTTP response: the JSON-RPC error (`data`: `{code, reason}`,
  * or on a 429 `{code, window, limit, reset, retry_after, scope?}` as REST's details) with the
- * client address's rate-limit headers and `Retry-After` on a 429.
+ * client address's rate-limit headers and `Retry-After` on a 429, answering `id`
+ * (refusedRequestId: the request's own, or null).
  *
  * A refused credential (bad header, malformed, unknown or revoked key, a JWT) is 403, not 401:
  * in MCP a 401 means "get an OAuth access token" (MCP authorization 2025-06-18, which points
@@ -154,7 +155,7 @@ export async function handleMcpRequest(
  * `WWW-Authenticate` is sent: some clients read a 403 challenge as a step-up request.
  * REST keeps 401 with `WWW-Authenticate` (RFC 6750), for clients that do not do MCP OAuth.
  */
-function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
+function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision, id: string | number | null): FastifyReply {
   reply.headers(refusalHeaders(err, limits));
   const status = err.code === 'UNAUTHORIZED' ? 403 : err.status;
   // A 429 (the address's failed-auth budget) carries REST's details: window, limit, reset, retry_after, scope.
@@ -165,7 +166,19 @@ function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision): 
   return reply
     .code(status)
     .type('application/json')
-    .send(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: err.message, data }, id: null }));
+    .send(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: err.message, data }, id }));
+}
+
+/**
+ * The id to answer a request refused before it is read (a refused key) with: the id of a
+ * body that is one JSON-RPC request (an object with a string `method` and a string or
+ * integer `id`), so the client can match the error to its request; null for anything else
+ * (a batch, a notification, a response, an unusable id), as JSON-RPC 2.0 answers a request
+ * whose id cannot be determined.
+ */
+export function refusedRequestId(body: unknown): string | number | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  return typeof (body as { method?: unknown }).method === 'string' ? messageId(body) : null;
 }
 
 /**
@@ -276,7 +289,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
         const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
         if (!auth.ok) {
           if (auth.cause) outageLog.error(req.log, loggableError(auth.cause), 'dependency unavailable');
-          return refuse(reply, auth.error, auth.limits);
+          return refuse(reply, auth.error, auth.limits, refusedRequestId(req.body));
         }
         const caller = auth.caller;
         // For the access log (src/http/app.ts): the tier and key of the MCP request, as for REST.

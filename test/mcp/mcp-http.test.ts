@@ -413,16 +413,35 @@ describe('MCP auth, tiers and limits', () => {
       ['not-a-key', 'wrong_credential', /^Invalid API key: API endpoints and MCP take an API key/],
     ];
     for (const [key, reason, message] of cases) {
-      const res = await rawMcp(callMsg('get_assets'), { authorization: `Bearer ${key}` });
+      const msg = callMsg('get_assets');
+      const res = await rawMcp(msg, { authorization: `Bearer ${key}` });
       assert.equal(res.status, 403, key);
       assert.equal(res.headers.get('www-authenticate'), null, 'no challenge: MCP clients would start OAuth');
-      const body = (await res.json()) as { error: { code: number; message: string; data: { code: string; reason: string } } };
+      const body = (await res.json()) as {
+        id: unknown;
+        error: { code: number; message: string; data: { code: string; reason: string } };
+      };
+      // The error answers the request: its id, as the SDK client matches answers to requests.
+      assert.equal(body.id, msg.id, key);
       assert.match(body.error.message, message);
       assert.match(body.error.message, /\/signin/);
       assert.deepEqual(body.error.data, { code: 'UNAUTHORIZED', reason });
       if (key.length >= 21) assert.ok(!body.error.message.includes(key.slice(13)), 'only the display prefix of a key is echoed');
     }
     await assert.rejects(connect('svc_live_garbage'), /Invalid API key svc_live_garb/);
+    // The id where the body has one usable request id; null where it has none (a notification,
+    // a batch, an id that is not an MCP id), or no JSON-RPC request at all.
+    const bad = { authorization: 'Bearer svc_live_garbage' };
+    const idOf = async (body: unknown) => {
+      const res = await rawMcp(body, bad);
+      assert.equal(res.status, 403, JSON.stringify(body));
+      return ((await res.json()) as { id: unknown }).id;
+    };
+    assert.equal(await idOf({ jsonrpc: '2.0', id: 'req-7', method: 'tools/list' }), 'req-7');
+    assert.equal(await idOf({ jsonrpc: '2.0', method: 'notifications/initialized' }), null);
+    assert.equal(await idOf([callMsg('get_assets'), callMsg('get_assets')]), null);
+    assert.equal(await idOf({ jsonrpc: '2.0', id: 1.5, method: 'tools/list' }), null);
+    assert.equal(await idOf({ jsonrpc: '2.0', id: 3, result: {} }), null);
   });
 
   test('no OAuth protected-resource metadata: 404 saying to send an API key', async () => {
@@ -784,7 +803,8 @@ describe('MCP over HTTP: refusals of methods and of addresses over the failed-au
     for (let i = 0; i < AUTH_FAILURES_PER_MINUTE; i++) assert.equal((await post(bogus)).status, 403);
     const res = await post(bogus);
     assert.equal(res.status, 429);
-    const body = (await res.json()) as { error: { message: string; data: Record<string, unknown> } };
+    const body = (await res.json()) as { id: unknown; error: { message: string; data: Record<string, unknown> } };
+    assert.equal(body.id, 1, 'answered with the request id');
     assert.match(body.error.message, /Too many failed authentication attempts from this address/);
     assert.equal(body.error.data.code, 'RATE_LIMITED');
     assert.equal(body.error.data.limit, AUTH_FAILURES_PER_MINUTE);
