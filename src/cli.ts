@@ -207,7 +207,7 @@ function postgresStartProblem(err: unknown): string | null {
  * window with no data to evaluate, are RangeErrors (printed, exit 2: a usage error).
  */
 async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
-  const [{ MarketService }, { DatasetProvider }, { backtestByYear, backtestWindow, runBacktest }, fmt] = await Promise.all([
+  const [{ MarketService }, { DatasetProvider }, { backtestByYear, backtestWindow, roundFigures, runBacktest }, fmt] = await Promise.all([
     import('./services/market.ts'),
     import('./providers/dataset/dataset.ts'),
     import('./services/backtest.ts'),
@@ -220,7 +220,7 @@ async function backtest(cfg: Config, opts: BacktestFlags): Promise<void> {
   const note = clampNote(window);
   if (note) process.stderr.write(`${note}\n`);
   const report = runBacktest(market, { from: window.from, to: window.to, costBps: cost, walkForward: opts.walkForward, model: opts.model });
-  if (opts.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
+  if (opts.json) process.stdout.write(JSON.stringify(roundFigures(report), null, 2) + '\n');
   else if (opts.markdown) {
     const command = ['npm run cli --', ...process.argv.slice(2)].join(' ');
     const opt = { from: window.from, to: window.to, costBps: cost, walkForward: opts.walkForward, model: opts.model };

@@ -530,6 +530,12 @@ test('backtest --walk-forward scores from 2020 only: an earlier --from is clampe
   assert.equal(early.code, 0, early.stderr);
   const report = JSON.parse(early.stdout) as { from: string; pooled: { from: string }; choices: { year: number }[] };
   assert.deepEqual([report.from, report.pooled.from, report.choices.map((c) => c.year)], ['2020-01-01', '2020-01-01', [2020]]);
+  // Published with 6 significant digits (computed exactly, rounded on the way out).
+  const figures = (v: unknown): number[] =>
+    typeof v === 'number' ? [v] : v !== null && typeof v === 'object' ? Object.values(v).flatMap(figures) : [];
+  const fractional = figures(report).filter((x) => !Number.isInteger(x));
+  assert.ok(fractional.length > 0);
+  for (const x of fractional) assert.equal(x, Number(x.toPrecision(6)), String(x));
   assert.match(early.stderr, /^note: walk-forward mode scores from 2020-01-01 \(each year's bands are chosen on the data before it/);
   assert.equal(before.code, 2);
   assert.equal(before.stdout, '');

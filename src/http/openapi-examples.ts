@@ -594,9 +594,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: '01a224d0-cee5-75b0-9873-48336c4d874c',
-    key: 'svc_live_Xq71wdm7kD9xZL0rYq8Df1lqTKofdsjTEXAMPL',
-    prefix: 'svc_live_Xq71',
+    id: '01a224ff-4338-77f1-a6d0-581f5f9bc6bd',
+    key: 'svc_live_NNgpZWbUMI62MONur8CouR4LKHI7yijsEXAMPL',
+    prefix: 'svc_live_NNgp',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -604,8 +604,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '01a224d0-cee5-75b0-9873-48336c4d874c',
-        prefix: 'svc_live_Xq71',
+        id: '01a224ff-4338-77f1-a6d0-581f5f9bc6bd',
+        prefix: 'svc_live_NNgp',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -622,7 +622,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     next_cursor: null,
   },
   createThesis: {
-    id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
+    id: '01a224ff-434a-734c-aee9-712103419321',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -647,7 +647,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
+        id: '01a224ff-434a-734c-aee9-712103419321',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -674,7 +674,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     next_cursor: null,
   },
   getThesis: {
-    id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
+    id: '01a224ff-434a-734c-aee9-712103419321',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -697,7 +697,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
+    thesis_id: '01a224ff-434a-734c-aee9-712103419321',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 67.9,
@@ -738,11 +738,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     stale_reason: null,
   },
   deleteThesis: {
-    id: '01a224d0-cefa-71aa-901c-57ede8a6d30f',
+    id: '01a224ff-434a-734c-aee9-712103419321',
     deleted: true,
   },
   revokeKey: {
-    id: '01a224d0-cee5-75b0-9873-48336c4d874c',
+    id: '01a224ff-4338-77f1-a6d0-581f5f9bc6bd',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -830,7 +830,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=82806',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=79762',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };

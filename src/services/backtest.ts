@@ -327,7 +327,7 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
     assets.push({ asset: a.asset, symbol: a.symbol, ...m });
     pool.push(d);
   }
-  return rounded({
+  return {
     model_version: version,
     mode: opts.walkForward ? 'walk_forward' : 'fixed',
     from,
@@ -337,19 +337,20 @@ export function runBacktest(source: BacktestSource, opts: BacktestOptions): Back
     choices,
     pooled: pooledMetrics(pool, from, to, costBps),
     assets,
-  });
+  };
 }
 
-/** Significant digits of every figure a report gives: more than the data's precision, fewer than a float's noise. */
-const REPORT_DIGITS = 6;
+/** Significant digits of every figure a published report gives: more than the data's precision, fewer than a float's noise. */
+export const REPORT_DIGITS = 6;
 
 /**
  * A copy of `value` with every non-integer number rounded to {@link REPORT_DIGITS}
- * significant digits (a Sharpe of 0.0028200871052236503 reads 0.00282009), for reports that
- * people and programs read (the CLI's JSON, GET /track-record, docs/track-record.md):
- * computed exactly, rounded once at the end, so no figure is computed from a rounded one.
+ * significant digits (an objective of 0.0028200871052236503 reads 0.00282009), for the
+ * reports as they are published: the CLI's `--json` and GET /track-record. Reports are
+ * computed exactly and rounded only here, on the way out: nothing is computed or compared
+ * (Sharpe wins, targets, band choices) or formatted for a table from a rounded figure.
  */
-function rounded<T>(value: T): T {
+export function roundFigures<T>(value: T): T {
   const walk = (v: unknown): unknown => {
     if (typeof v === 'number') return Number.isInteger(v) || !Number.isFinite(v) ? v : Number(v.toPrecision(REPORT_DIGITS));
     if (Array.isArray(v)) return v.map(walk);
@@ -428,7 +429,8 @@ export function trackRecord(source: BacktestSource): TrackRecord {
     pooled: report.pooled,
     long_flat_sharpe_wins: { assets: sharpeWins(report.assets), of: report.assets.length },
   }));
-  return { model_version: CURRENT_MODEL.version, walk_forward: walk, by_year: byYear, live };
+  // Computed exactly (the Sharpe wins above included), rounded once as it is published.
+  return roundFigures({ model_version: CURRENT_MODEL.version, walk_forward: walk, by_year: byYear, live });
 }
 
 /**

@@ -15,7 +15,7 @@ import {
   SignalsDataSchema,
 } from '../../src/services/schemas/market.ts';
 import { TrackRecordSchema } from '../../src/services/schemas/track-record.ts';
-import { runBacktest } from '../../src/services/backtest.ts';
+import { REPORT_DIGITS, roundFigures, runBacktest } from '../../src/services/backtest.ts';
 import { SUCCESS_EXAMPLES } from '../../src/http/openapi-examples.ts';
 import { CURRENT_MODEL } from '../../src/engine/signal.ts';
 import { readCsv } from '../helpers/env.ts';
@@ -662,8 +662,17 @@ describe('track record', { skip: SKIP }, () => {
         [2020, 2021, 2022, 2023, 2024, 2025],
       );
       for (const c of d.walk_forward.choices) assert.ok(c.trained_through < `${c.year}-01-01`, 'chosen on earlier data only');
-      // The same figures as the backtest command computes (one implementation).
-      assert.deepEqual(d.walk_forward, JSON.parse(JSON.stringify(runBacktest(h.svc.market, { from: '2020-01-01', walkForward: true }))));
+      // The same figures as the backtest command computes (one implementation), rounded as published.
+      assert.deepEqual(
+        d.walk_forward,
+        JSON.parse(JSON.stringify(roundFigures(runBacktest(h.svc.market, { from: '2020-01-01', walkForward: true })))),
+      );
+      // Every figure has at most REPORT_DIGITS significant digits (no float noise such as 0.1 + 0.2).
+      const figures = (v: unknown): number[] =>
+        typeof v === 'number' ? [v] : v !== null && typeof v === 'object' ? Object.values(v).flatMap(figures) : [];
+      const all = figures(d);
+      assert.ok(all.some((x) => !Number.isInteger(x)));
+      for (const x of all) if (!Number.isInteger(x)) assert.equal(x, Number(x.toPrecision(REPORT_DIGITS)), String(x));
       // The OpenAPI example shows the served figures (its confidence tables and year list shortened).
       const ex = (SUCCESS_EXAMPLES.getTrackRecord as { walk_forward: typeof d.walk_forward }).walk_forward;
       const noConfidence = <T extends { confidence: unknown }>({ confidence: _c, ...rest }: T) => rest;
