@@ -81,7 +81,8 @@ export function fieldMessage(noun: string, field: string, reason: string): strin
  */
 export function reworded(err: ServiceError, noun: string, details: Record<string, unknown> = {}): ServiceError {
   const field = err.details?.field;
-  if (err.reason === undefined || typeof field !== 'string') return err;
+  // Already worded by a surface (it carries the location it named): left as it is.
+  if (err.reason === undefined || typeof field !== 'string' || err.details?.location !== undefined) return err;
   const out = new ServiceError(
     err.code,
     fieldMessage(noun, field, err.reason),

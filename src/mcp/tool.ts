@@ -1,6 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { type ErrorCode, ServiceError, loggableError, reworded, unexpectedError } from '../errors.ts';
+import { type ErrorCode, fieldMessage, ServiceError, loggableError, reworded, unexpectedError } from '../errors.ts';
 import type { LimitDecision } from '../rate-limit/limiter.ts';
 import type { Access, Caller, Policy } from '../services/access.ts';
 import { daysFrom } from '../services/freshness.ts';
@@ -288,7 +288,7 @@ function invalidArguments(err: z.ZodError): ServiceError {
   const field = first?.path.join('.') ?? '';
   return new ServiceError(
     'INVALID_PARAMETER',
-    `Invalid argument${field ? ` '${field}'` : ''}: ${first?.message ?? 'invalid value'}`,
+    fieldMessage('argument', field, first?.message ?? 'invalid value'),
     field ? { field } : undefined,
   );
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { evaluateThesis, stopHit, thesisHorizon, type ThesisCondition, type ThesisMetric, type ThesisSnapshot } from '../engine/thesis.ts';
-import { CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
+import { ASSETS, CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { invalidField, ServiceError } from '../errors.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
@@ -61,7 +61,14 @@ export class ThesisService {
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
-    if (!a) throw invalidField('asset', `asset '${input.asset}' is not supported (see GET /api/v1/assets)`);
+    if (!a)
+      throw invalidField(
+        'asset',
+        `asset '${input.asset}' is not supported; give one of ${ASSETS.map((x) => `${x.asset} (${x.symbol})`).join(', ')}, by id or ticker`,
+        {
+          assets: ASSETS.map((x) => x.asset),
+        },
+      );
     // A condition on a metric the asset does not have could never be evaluated: a chain
     // health score without a chain, a funding rate without funding data.
     const has = this.market.dataCapabilities(a);

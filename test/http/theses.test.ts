@@ -262,7 +262,11 @@ describe('theses', { skip: SKIP }, () => {
   describe('errors', () => {
     /** Each invalid body: 400 INVALID_PARAMETER whose message names the field. */
     const cases: [string, Record<string, unknown>, RegExp][] = [
-      ['asset unsupported', { ...VALID, asset: 'xyz' }, /'asset'/],
+      [
+        'asset unsupported',
+        { ...VALID, asset: 'xyz' },
+        /^Invalid body field 'asset': asset 'xyz' is not supported; give one of bitcoin \(BTC\), .*, by id or ticker$/,
+      ],
       ['asset missing', { direction: 'long', title: 't' }, /asset/],
       ['direction not long or short', { ...VALID, direction: 'up' }, /direction/],
       ['title empty', { ...VALID, title: '' }, /title/],

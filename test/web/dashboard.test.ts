@@ -402,18 +402,38 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
     assert.match(msg, /^Stop price: \d+ is at or above BTC's current price .* give a stop price below /);
     assert.doesNotMatch(msg, /Invalid body field|stop_price/);
     assert.equal(await page.getAttribute('#t-stop', 'aria-invalid'), 'true');
+    // The input is described by the message, which is there when the input takes the focus.
+    assert.equal(await page.getAttribute('#t-stop', 'aria-describedby'), 'thesis-msg');
     assert.equal(await page.evaluate(() => document.activeElement?.id), 't-stop');
-    // Corrected and sent again: the mark goes, the thesis is stored.
+    // Edited: the mark goes at once.
     await page.fill('#t-stop', String(Math.floor(now.price_usd / 2)));
+    assert.equal(await page.getAttribute('#t-stop', 'aria-invalid'), null);
+    assert.equal(await page.getAttribute('#t-stop', 'aria-describedby'), null);
+    // A condition's field is named by its row and its own label.
+    await page.click('#add-condition');
+    const cond = page.locator('#conditions .cond').first();
+    await cond.locator('.c-metric').selectOption('price_usd');
+    await cond.locator('.c-op').selectOption('gt');
+    await cond.locator('.c-value').fill('1e13');
+    await page.click('#create-thesis');
+    await page.waitForFunction(() => /^Condition 1/.test(document.querySelector('#thesis-form .msg')?.textContent ?? ''));
+    assert.match(
+      (await page.textContent('#thesis-form .msg')) ?? '',
+      /^Condition 1, value: must be at most 1e12 for metric 'price_usd' \(USD, the cap of every thesis price\), got 1e13: give a price at most 1e12$/,
+    );
+    assert.equal(await cond.locator('.c-value').getAttribute('aria-invalid'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement?.classList.contains('c-value')), true);
+    // Corrected and sent again: the thesis is stored, no mark is left.
+    await cond.locator('.c-value').fill('1');
     await page.click('#create-thesis');
     const mine = page.locator('#theses-list article.thesis', { hasText: 'stop already hit' });
     await mine.waitFor({ timeout: 30_000 });
-    assert.equal(await page.getAttribute('#t-stop', 'aria-invalid'), null);
+    assert.equal(await page.locator('#thesis-form [aria-invalid]').count(), 0);
     await mine.getByRole('button', { name: /Delete thesis/ }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
     await mine.waitFor({ state: 'detached' });
-    // The one refused POST is the one this test sent; nothing else failed.
-    assert.deepEqual(errors, [`400 ${base}/api/v1/thesis`]);
+    // The two refused POSTs are the ones this test sent; nothing else failed.
+    assert.deepEqual(errors, [`400 ${base}/api/v1/thesis`, `400 ${base}/api/v1/thesis`]);
     errors.splice(0); // this suite's later tests share the list
   });
 

@@ -1165,7 +1165,7 @@ const THESIS_INPUTS = {
 };
 
 function thesesSection(assets) {
-  const msg = h('p', { class: 'msg', role: 'status' });
+  const msg = h('p', { class: 'msg', role: 'status', id: 'thesis-msg' });
   const list = h('div', { id: 'theses-list' });
   const conds = h('div', { id: 'conditions' });
   const submit = h('button', { type: 'submit', id: 'create-thesis', text: 'Create thesis' });
@@ -1227,28 +1227,37 @@ function thesesSection(assets) {
   });
   const numOrNull = (id) => (val(id) === '' ? null : Number(val(id)));
   /**
-   * The message of a refused thesis in the form's words: a 400 that names a field
-   * (`details.field`, e.g. stop_price or conditions.0.value) marks that input invalid
-   * (aria-invalid) and names it by its label ("Stop price: ..." rather than "Invalid body
-   * field 'stop_price': ..."); any other failure as the API words it.
+   * Shows a refused thesis in the form's words. A 400 that names a field (`details.field`,
+   * e.g. stop_price or conditions.0.value) is said by that input's label ("Stop price: ..."
+   * rather than "Invalid body field 'stop_price': ..."); the input is marked aria-invalid,
+   * described by the message (aria-describedby) and focused once the message is there, and
+   * the mark goes when it is edited. Any other failure is said as the API words it.
    */
-  const formError = (r) => {
+  const refused = (r) => {
     const message = errorOf(r);
     const field = r.body?.error?.details?.field;
-    if (r.status !== 400 || typeof field !== 'string') return message;
-    const cond = /^conditions\.(\d+)\.(metric|operator|value|kind)$/.exec(field);
+    const cond = typeof field === 'string' ? /^conditions\.(\d+)\.(metric|operator|value|kind)$/.exec(field) : null;
     const row = cond ? conds.querySelectorAll('.cond')[Number(cond[1])] : null;
-    const input = cond
-      ? row?.querySelector(`.c-${cond[2] === 'operator' ? 'op' : cond[2]}`)
-      : form.querySelector(`#${THESIS_INPUTS[field] ?? 'none'}`);
-    if (!input) return message;
+    const input =
+      r.status !== 400 || typeof field !== 'string'
+        ? null
+        : cond
+          ? row?.querySelector(`.c-${cond[2] === 'operator' ? 'op' : cond[2]}`)
+          : form.querySelector(`#${THESIS_INPUTS[field] ?? 'none'}`);
+    if (!input) return say(msg, message, 'error');
     const label = cond
-      ? `Condition ${Number(cond[1]) + 1}, ${input.getAttribute('aria-label').toLowerCase()}`
+      ? `Condition ${Number(cond[1]) + 1}, ${(input.getAttribute('aria-label') ?? cond[2]).toLowerCase()}`
       : form.querySelector(`label[for="${input.id}"]`).firstChild.textContent;
-    input.setAttribute('aria-invalid', 'true');
-    input.focus();
     const reason = message.replace(/^Invalid body field '[^']*': /, '');
-    return `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`;
+    say(msg, `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`, 'error');
+    input.setAttribute('aria-invalid', 'true');
+    input.setAttribute('aria-describedby', msg.id);
+    input.addEventListener('input', () => unmark(input), { once: true });
+    input.focus();
+  };
+  const unmark = (el) => {
+    el.removeAttribute('aria-invalid');
+    el.removeAttribute('aria-describedby');
   };
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -1276,10 +1285,10 @@ function thesesSection(assets) {
     // One thesis per click: the button is off until the answer (a double click made two).
     submit.disabled = true;
     say(msg, '');
-    for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+    for (const el of form.querySelectorAll('[aria-invalid]')) unmark(el);
     const r = await api('POST', '/thesis', body);
     submit.disabled = false;
-    if (!r.ok) return say(msg, formError(r), 'error');
+    if (!r.ok) return refused(r);
     say(msg, 'Thesis created.', 'ok');
     form.reset();
     conds.replaceChildren();
