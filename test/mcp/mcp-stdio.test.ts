@@ -40,6 +40,29 @@ async function stdioClient(env: Record<string, string>): Promise<Client & { stde
 /** tools/list and tools/call wait for the core: the SDK's 60 s default is too short on a loaded machine. */
 const SLOW = { timeout: 240_000 };
 
+/** The client's opening messages: `initialize` (id 1) and `notifications/initialized`. */
+const HANDSHAKE = [
+  {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+  },
+  { jsonrpc: '2.0', method: 'notifications/initialized' },
+];
+
+/**
+ * `mcp --stdio` from the sources as its own process, on an in-memory database, warnings only on
+ * stderr, with `env` added (e.g. MARKET_INTEL_API_KEY); stdin, stdout and stderr are pipes.
+ */
+function spawnStdio(env: Record<string, string> = {}) {
+  return spawn(process.execPath, [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'], {
+    cwd: ROOT_DIR,
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+}
+
 function errorCode(r: CallToolResult): string {
   assert.equal(r.isError, true, JSON.stringify(r));
   const t = r.content[0];
@@ -108,11 +131,7 @@ describe('MCP over stdio, unauthenticated (embedded in-memory database)', () => 
 });
 
 test('a line that is not one JSON-RPC message is answered (-32700 or -32600), not dropped; stdout holds only JSON-RPC', async () => {
-  const child = spawn(
-    process.execPath,
-    [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
-    { cwd: ROOT_DIR, env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://' }, stdio: ['pipe', 'pipe', 'pipe'] },
-  );
+  const child = spawnStdio();
   try {
     // Lines of stdout, each JSON-RPC, taken in order by `next` (at most 60 s each: the core loads meanwhile).
     const queue: string[] = [];
@@ -193,11 +212,7 @@ test('a line that is not one JSON-RPC message is answered (-32700 or -32600), no
 });
 
 test('requests piped in with stdin closed at once are all answered before the server exits (0)', async () => {
-  const child = spawn(
-    process.execPath,
-    [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
-    { cwd: ROOT_DIR, env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://' }, stdio: ['pipe', 'pipe', 'pipe'] },
-  );
+  const child = spawnStdio();
   const out: string[] = [];
   createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
   const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
@@ -205,13 +220,7 @@ test('requests piped in with stdin closed at once are all answered before the se
   // is up, so tools/list and tools/call are still waiting for it when it does.
   child.stdin!.end(
     [
-      {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-      },
-      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      ...HANDSHAKE,
       { jsonrpc: '2.0', id: 2, method: 'tools/list' },
       { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
       // An id used twice needs two answers; a cancelled request needs none (the SDK sends none).
@@ -244,15 +253,7 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
   // is the refusal's, and every request read before it gets the refusal, not a closed pipe.
   const jwtLike = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl';
   for (const value of [jwtLike, 'Bearer svc_live_abc']) {
-    const child = spawn(
-      process.execPath,
-      [...scriptNodeOptions('cli'), '--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'mcp', '--stdio'],
-      {
-        cwd: ROOT_DIR,
-        env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', PGLITE_DIR: 'memory://', MARKET_INTEL_API_KEY: value },
-        stdio: ['pipe', 'pipe', 'pipe'],
-      },
-    );
+    const child = spawnStdio({ MARKET_INTEL_API_KEY: value });
     const out: string[] = [];
     let err = '';
     createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
@@ -260,13 +261,7 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     child.stdin!.write(
       [
-        {
-          jsonrpc: '2.0',
-          id: 1,
-          method: 'initialize',
-          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-        },
-        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        ...HANDSHAKE,
         { jsonrpc: '2.0', id: 2, method: 'tools/list' },
         { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
         // More answers than a pipe's buffer (64 KiB) holds: an exit without the drain cuts them off.
