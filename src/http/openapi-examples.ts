@@ -590,7 +590,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
       to: null,
       days: 0,
       report: null,
-      note: 'signals-v4 was built on data through the day before 2025-10-01; the data of this deployment ends on 2025-09-30, so there is no day after it to score yet.',
+      note: 'signals-v4 was built on data through 2025-09-30; the data of this deployment ends on 2025-09-30, so there is no day after that to score yet.',
     },
   },
   createKey: {

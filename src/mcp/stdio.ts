@@ -279,6 +279,15 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     await server.close().catch(() => {});
     // A core still starting is stopped once it is up (PGlite must not be cut off mid-write).
     await deps.then((d) => d.onClose()).catch(() => {});
+    // A failed start (the core, or the key refused) is no clean end even when stdin ended
+    // first: runStdio rejects with it (below), and the command prints it and exits 1.
+    if (
+      await context.then(
+        () => false,
+        () => true,
+      )
+    )
+      return;
     await flushed(process.stdout);
     process.exit(0);
   };

@@ -412,7 +412,7 @@ export function trackRecord(source: BacktestSource): TrackRecord {
       to: null,
       days: 0,
       report: null,
-      note: `${CURRENT_MODEL.version} was built on data through the day before ${liveFrom}; the data of this deployment ends on ${src.asOf}, so there is no day after it to score yet.`,
+      note: `${CURRENT_MODEL.version} was built on data through ${addDays(liveFrom, -1)}; the data of this deployment ends on ${src.asOf}, so there is no day after that to score yet.`,
     };
   } else {
     const report = runBacktest(src, { from: liveFrom, to: src.asOf });

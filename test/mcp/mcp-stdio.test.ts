@@ -1,7 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -10,6 +11,7 @@ import { type CallToolResult, CallToolResultSchema, ErrorCode, McpError } from '
 import { generateKey } from '../../src/auth/api-keys.ts';
 import { ROOT_DIR } from '../../src/config.ts';
 import { createService, type Service } from '../../src/server.ts';
+import { openDatabase } from '../../src/store/db.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
@@ -294,6 +296,39 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
       assert.ok(!a.error.message.includes(value), 'the value is not echoed');
     }
     assert.match(err, /MARKET_INTEL_API_KEY: the value is not an API key/);
+  }
+});
+
+test('a failed start exits 1 with its reason on stderr even when stdin has already ended', SLOW, async () => {
+  // As a script pipes its requests in: stdin ends at once, and the start fails after (the
+  // embedded database is held by this process). A clean end (0, as before) told the script
+  // that all went well.
+  const dir = mkdtempSync(path.join(tmpdir(), 'mi-stdio-busy-'));
+  const held = await openDatabase({ pgliteDir: dir });
+  try {
+    const child = spawnStdio({ PGLITE_DIR: dir });
+    const out: string[] = [];
+    let err = '';
+    createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    child.stdin!.end(
+      [...HANDSHAKE, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'get_assets', arguments: {} } }]
+        .map((m) => JSON.stringify(m))
+        .join('\n') + '\n',
+    );
+    const timer = setTimeout(() => child.kill(), 90_000);
+    try {
+      assert.equal(await exited, 1, err);
+    } finally {
+      clearTimeout(timer);
+    }
+    const call = out.map((l) => JSON.parse(l) as { id: number; error?: { message: string } }).find((a) => a.id === 2);
+    assert.match(call?.error?.message ?? '', /is in use by process/, out.join('\n'));
+    assert.match(err, new RegExp(`The embedded database ${dir} is in use by process ${process.pid}`));
+  } finally {
+    await held.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

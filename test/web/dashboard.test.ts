@@ -405,9 +405,10 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
     // The input is described by the message, which is there when the input takes the focus.
     assert.equal(await page.getAttribute('#t-stop', 'aria-describedby'), 'thesis-msg');
     assert.equal(await page.evaluate(() => document.activeElement?.id), 't-stop');
-    // Edited: the mark goes at once.
+    // Edited: the mark and the message, which spoke of the old value, go at once.
     await page.fill('#t-stop', String(Math.floor(now.price_usd / 2)));
     assert.equal(await page.getAttribute('#t-stop', 'aria-invalid'), null);
+    assert.equal(await page.textContent('#thesis-form .msg'), '');
     assert.equal(await page.getAttribute('#t-stop', 'aria-describedby'), null);
     // A condition's field is named by its row and its own label.
     await page.click('#add-condition');

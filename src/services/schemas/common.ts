@@ -148,7 +148,7 @@ export const InputDay = z
   .string()
   .regex(/^\d{4}-\d{2}-\d{2}$/, { error: 'must be a day YYYY-MM-DD' })
   // Zod runs the check after a failed pattern too; isCalendarDay refuses any malformed text.
-  .refine(isCalendarDay, { error: 'is not a calendar day: give a day that exists, YYYY-MM-DD' });
+  .refine(isCalendarDay, { error: (iss) => `${String(iss.input).slice(0, 10)} is not a calendar day; give a day that exists, YYYY-MM-DD` });
 /** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
 export const SignalLevel = z.enum(SIGNAL_LEVELS);
 /** BTC market regimes. */

@@ -1230,8 +1230,8 @@ function thesesSection(assets) {
    * Shows a refused thesis in the form's words. A 400 that names a field (`details.field`,
    * e.g. stop_price or conditions.0.value) is said by that input's label ("Stop price: ..."
    * rather than "Invalid body field 'stop_price': ..."); the input is marked aria-invalid,
-   * described by the message (aria-describedby) and focused once the message is there, and
-   * the mark goes when it is edited. Any other failure is said as the API words it.
+   * described by the message (aria-describedby) and focused once the message is there; the
+   * mark and the message go when it is edited. Any other failure is said as the API words it.
    */
   const refused = (r) => {
     const message = errorOf(r);
@@ -1252,7 +1252,15 @@ function thesesSection(assets) {
     say(msg, `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`, 'error');
     input.setAttribute('aria-invalid', 'true');
     input.setAttribute('aria-describedby', msg.id);
-    input.addEventListener('input', () => unmark(input), { once: true });
+    // Edited: the message no longer speaks of what is in the field, so it goes with the mark.
+    input.addEventListener(
+      'input',
+      () => {
+        unmark(input);
+        say(msg, '');
+      },
+      { once: true },
+    );
     input.focus();
   };
   const unmark = (el) => {
