@@ -65,6 +65,33 @@ function spawnStdio(env: Record<string, string> = {}) {
   });
 }
 
+/**
+ * Sends `messages` to a spawned stdio server as JSON lines, then ends stdin (unless
+ * `keepOpen`: the exit is then the server's own), and resolves once it exits (killed after
+ * 90 s): its exit code, its stdout lines and its stderr.
+ */
+async function exchange(
+  child: ReturnType<typeof spawnStdio>,
+  messages: unknown[],
+  keepOpen = false,
+): Promise<{ code: number | null; out: string[]; err: string }> {
+  const out: string[] = [];
+  let err = '';
+  createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const text = messages.map((m) => JSON.stringify(m)).join('\n') + '\n';
+  if (keepOpen) child.stdin!.write(text);
+  else child.stdin!.end(text);
+  const timer = setTimeout(() => child.kill(), 90_000);
+  try {
+    return { code: await exited, out, err };
+  } finally {
+    clearTimeout(timer);
+    child.stdin!.destroy();
+  }
+}
+
 function errorCode(r: CallToolResult): string {
   assert.equal(r.isError, true, JSON.stringify(r));
   const t = r.content[0];
@@ -214,32 +241,19 @@ test('a line that is not one JSON-RPC message is answered (-32700 or -32600), no
 });
 
 test('requests piped in with stdin closed at once are all answered before the server exits (0)', async () => {
-  const child = spawnStdio();
-  const out: string[] = [];
-  createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   // As `printf ... | npm run --silent cli -- mcp --stdio` sends them: stdin ends before the core
   // is up, so tools/list and tools/call are still waiting for it when it does.
-  child.stdin!.end(
-    [
-      ...HANDSHAKE,
-      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
-      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
-      // An id used twice needs two answers; a cancelled request needs none (the SDK sends none).
-      { jsonrpc: '2.0', id: 4, method: 'ping' },
-      { jsonrpc: '2.0', id: 4, method: 'ping' },
-      { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'get_regime', arguments: {} } },
-      { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5 } },
-    ]
-      .map((m) => JSON.stringify(m))
-      .join('\n') + '\n',
-  );
-  const timer = setTimeout(() => child.kill(), 90_000);
-  try {
-    assert.equal(await exited, 0);
-  } finally {
-    clearTimeout(timer);
-  }
+  const { code, out } = await exchange(spawnStdio(), [
+    ...HANDSHAKE,
+    { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
+    // An id used twice needs two answers; a cancelled request needs none (the SDK sends none).
+    { jsonrpc: '2.0', id: 4, method: 'ping' },
+    { jsonrpc: '2.0', id: 4, method: 'ping' },
+    { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'get_regime', arguments: {} } },
+    { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5 } },
+  ]);
+  assert.equal(code, 0);
   const answers = out.map(
     (l) => JSON.parse(l) as { id: number; result?: { tools?: unknown[]; structuredContent?: { assets: unknown[] } } },
   );
@@ -255,30 +269,18 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
   // is the refusal's, and every request read before it gets the refusal, not a closed pipe.
   const jwtLike = 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl';
   for (const value of [jwtLike, 'Bearer svc_live_abc']) {
-    const child = spawnStdio({ MARKET_INTEL_API_KEY: value });
-    const out: string[] = [];
-    let err = '';
-    createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-    child.stdin!.write(
+    const { code, out, err } = await exchange(
+      spawnStdio({ MARKET_INTEL_API_KEY: value }),
       [
         ...HANDSHAKE,
         { jsonrpc: '2.0', id: 2, method: 'tools/list' },
         { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
         // More answers than a pipe's buffer (64 KiB) holds: an exit without the drain cuts them off.
         ...Array.from({ length: 300 }, (_, i) => ({ jsonrpc: '2.0', id: 10 + i, method: 'tools/list' })),
-      ]
-        .map((m) => JSON.stringify(m))
-        .join('\n') + '\n',
+      ],
+      true,
     );
-    const timer = setTimeout(() => child.kill(), 90_000);
-    try {
-      assert.equal(await exited, 1, err);
-    } finally {
-      clearTimeout(timer);
-      child.stdin!.destroy();
-    }
+    assert.equal(code, 1, err);
     const answers = out.map((l) => JSON.parse(l) as { id: number; error?: { code: number; message: string; data: unknown } });
     assert.deepEqual(
       answers.map((a) => a.id).sort((x, y) => x - y),
@@ -306,23 +308,11 @@ test('a failed start exits 1 with its reason on stderr even when stdin has alrea
   const dir = mkdtempSync(path.join(tmpdir(), 'mi-stdio-busy-'));
   const held = await openDatabase({ pgliteDir: dir });
   try {
-    const child = spawnStdio({ PGLITE_DIR: dir });
-    const out: string[] = [];
-    let err = '';
-    createInterface({ input: child.stdout! }).on('line', (l) => out.push(l));
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-    child.stdin!.end(
-      [...HANDSHAKE, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'get_assets', arguments: {} } }]
-        .map((m) => JSON.stringify(m))
-        .join('\n') + '\n',
-    );
-    const timer = setTimeout(() => child.kill(), 90_000);
-    try {
-      assert.equal(await exited, 1, err);
-    } finally {
-      clearTimeout(timer);
-    }
+    const { code, out, err } = await exchange(spawnStdio({ PGLITE_DIR: dir }), [
+      ...HANDSHAKE,
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
+    ]);
+    assert.equal(code, 1, err);
     const call = out.map((l) => JSON.parse(l) as { id: number; error?: { message: string } }).find((a) => a.id === 2);
     assert.match(call?.error?.message ?? '', /is in use by process/, out.join('\n'));
     assert.match(err, new RegExp(`The embedded database ${dir} is in use by process ${process.pid}`));
