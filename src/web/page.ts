@@ -60,6 +60,7 @@ export function dashboardHtml(config: PageConfig): string {
 <ul>
 <li><a href="/" data-nav="overview">Overview</a></li>
 <li><a href="/chains" data-nav="chains">Chains</a></li>
+<li><a href="/track-record" data-nav="track-record">Track record</a></li>
 <li><a href="/account" data-nav="account">Account</a></li>
 <li><a href="/docs">API reference</a></li>
 </ul>

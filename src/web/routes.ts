@@ -30,7 +30,7 @@ const CHARTS_DIR = dirname(fileURLToPath(import.meta.resolve('lightweight-charts
 export const CHARTS_FILE = 'lightweight-charts.standalone.production.js';
 
 /** The page paths the dashboard answers (all serve the same document; app.js renders by path). */
-const PAGES = ['/', '/asset/:asset', '/chains', '/account', '/signin'];
+const PAGES = ['/', '/asset/:asset', '/chains', '/track-record', '/account', '/signin'];
 
 /** The operations the dashboard reads through `/app/data` (the read-only market questions, not keys or theses). */
 export const DASHBOARD_OPERATIONS = (op: Operation) => op.tag !== 'keys' && op.tag !== 'theses';
@@ -51,7 +51,7 @@ export interface WebDeps {
 
 /**
  * Mounts the web dashboard (docs/architecture.md, "Web dashboard"):
- * - the pages `/`, `/asset/:asset`, `/chains`, `/account` and `/signin`: one HTML document
+ * - the pages `/`, `/asset/:asset`, `/chains`, `/track-record`, `/account` and `/signin`: one HTML document
  *   with a strict CSP (scripts, styles and fetches from this origin only; no CDN, no external
  *   fonts), rendered by `/app/static/app.js`;
  * - `/app/static/*` (the dashboard's ES modules and CSS) and the lightweight-charts build at

@@ -375,7 +375,7 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
 
   test("offline, every page says the figures are the bundled dataset's, with its last day and age", async () => {
-    for (const path of ['/', '/asset/bitcoin', '/chains', '/account']) {
+    for (const path of ['/', '/asset/bitcoin', '/chains', '/track-record', '/account']) {
       await open(page, path);
       const today = new Date().toISOString().slice(0, 10);
       const age = Math.round((Date.parse(today) - Date.parse(svc.market.asOf)) / 86_400_000);
@@ -640,7 +640,7 @@ describe('accessibility (axe-core)', { skip: SKIP }, () => {
       const check = async (what: string) => {
         for (const v of await seriousViolations(page)) found.push(`${what}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(' | ')}`);
       };
-      for (const path of ['/', '/asset/bitcoin', '/asset/ethereum', '/chains', '/account']) {
+      for (const path of ['/', '/asset/bitcoin', '/asset/ethereum', '/chains', '/track-record', '/account']) {
         await open(page, path);
         if (path.startsWith('/asset')) await page.waitForSelector('#chart[data-markers]');
         await check(path);
@@ -663,6 +663,73 @@ describe('accessibility (axe-core)', { skip: SKIP }, () => {
       assert.deepEqual(found, [], found.join('\n'));
     } finally {
       await ctx.close();
+    }
+  });
+});
+
+describe('track record page', { skip: SKIP }, () => {
+  test('shows the walk-forward figures of GET /api/v1/track-record per asset, pooled and by year, what is out of sample, and the live period', async () => {
+    const res = await fetch(`${base}/api/v1/track-record`);
+    assert.equal(res.status, 200);
+    const t = (await res.json()).data;
+    for (const [viewport, mobile] of [
+      [{ width: 1280, height: 900 }, false],
+      [{ width: 390, height: 844 }, true],
+    ] as const) {
+      const ctx = await browser.newContext({ viewport, isMobile: mobile, hasTouch: mobile });
+      try {
+        const page = await ctx.newPage();
+        const errors = watchErrors(page);
+        // From the overview's link, as a reader would come.
+        await open(page, '/');
+        await page.click('#main a[href="/track-record"]');
+        await page.waitForSelector('table#tr-assets');
+        assert.equal(await page.title(), 'Track record - Market Intelligence');
+        assert.equal(await page.getAttribute('nav a[data-nav="track-record"]', 'aria-current'), 'page');
+        assert.equal(await page.textContent('#tr-live'), t.live.note);
+        assert.match((await page.textContent('#tr-caveat')) ?? '', /only the level bands, chosen each year on the data before it/);
+        assert.match(
+          (await page.textContent('#tr-summary')) ?? '',
+          new RegExp(`^${t.model_version}, walk-forward 2020-01-01 → ${t.walk_forward.to}, 10 bps`),
+        );
+        // One row per asset in the API's order, then the pool; each row's long/flat and
+        // buy-and-hold Sharpe as the API gives them, to 2 decimals.
+        const rows = await page.$$eval('table#tr-assets tbody tr', (trs) =>
+          trs.map((tr) => [...tr.children].map((c) => c.textContent ?? '')),
+        );
+        const expected = [...t.walk_forward.assets, { ...t.walk_forward.pooled, symbol: 'Pooled' }];
+        assert.deepEqual(
+          rows.map((r) => [r[0], r[2], r[5]]),
+          expected.map((a: { symbol: string; buy_and_hold: { sharpe: number }; long_flat: { sharpe: number } }) => [
+            a.symbol,
+            a.buy_and_hold.sharpe.toFixed(2),
+            a.long_flat.sharpe.toFixed(2),
+          ]),
+        );
+        // An asset whose long/flat Sharpe beats buy-and-hold's is marked (class up), one that does not is not.
+        const marks = await page.$$eval('table#tr-assets tbody tr td:nth-child(6)', (tds) => tds.map((td) => td.classList.contains('up')));
+        assert.deepEqual(
+          marks,
+          expected.map(
+            (a: { buy_and_hold: { sharpe: number }; long_flat: { sharpe: number } }) => a.long_flat.sharpe >= a.buy_and_hold.sharpe,
+          ),
+        );
+        assert.ok(marks.includes(true) && marks.includes(false), 'both kinds of row occur on the bundled data');
+        assert.deepEqual(
+          await page.$$eval('table#tr-years tbody th', (ths) => ths.map((th) => th.textContent)),
+          t.by_year.map((y: { year: number }) => String(y.year)),
+        );
+        assert.equal(await page.locator('table#tr-choices tbody tr').count(), t.walk_forward.choices.length);
+        // Wide tables scroll in their own box: the page itself does not scroll sideways on a phone.
+        const { scrollWidth, clientWidth } = await page.evaluate(() => ({
+          scrollWidth: document.documentElement.scrollWidth,
+          clientWidth: document.documentElement.clientWidth,
+        }));
+        assert.ok(scrollWidth <= clientWidth, `${viewport.width} px: scrollWidth ${scrollWidth} > clientWidth ${clientWidth}`);
+        assert.deepEqual(errors, []);
+      } finally {
+        await ctx.close();
+      }
     }
   });
 });

@@ -362,10 +362,13 @@ function signalsTable(d, asOf) {
   render();
   return card(
     'Signals',
-    h('p', {
-      class: 'small muted',
-      text: `Computed as of ${asOf}. Sort by a column with its header button; open an asset with its ticker.`,
-    }),
+    h(
+      'p',
+      { class: 'small muted' },
+      `Computed as of ${asOf}. Sort by a column with its header button; open an asset with its ticker. How the signals did since 2020: `,
+      h('a', { href: '/track-record', text: 'track record' }),
+      '.',
+    ),
     h(
       'div',
       { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
@@ -801,6 +804,266 @@ async function chainsPage() {
       );
       return section;
     }),
+  );
+}
+
+// ---------------------------------------------------------------- track record
+
+/** A ratio with `digits` decimals (a Sharpe of 1 is "1.00"); null → "n/a". */
+const fixed = (v, digits = 2) => (v === null || v === undefined ? 'n/a' : Number(v).toFixed(digits));
+/** A fraction as a percentage: 0.0559 → "5.6%" (`digits` decimals); null → "n/a". */
+const fracPct = (v, digits = 0) => (v === null || v === undefined ? 'n/a' : `${(v * 100).toFixed(digits)}%`);
+/** A fraction as signed percentage points: 0.0559 → "+5.6"; null → "n/a". */
+const points = (v) => (v === null || v === undefined ? 'n/a' : `${v >= 0 ? '+' : ''}${(v * 100).toFixed(1)}`);
+/** A cell that is `good` (long/flat at least as good as buy-and-hold) gets class `up`. */
+const judged = (text, good) => h('td', { class: `num${good ? ' up' : ''}`, text });
+
+/**
+ * A scrollable table after the sentence that explains it (the table is described by it);
+ * numeric columns (all but the first) right-aligned.
+ */
+function figuresTable(id, caption, heads, rows) {
+  return [
+    h('p', { class: 'small muted', id: `${id}-about`, text: caption }),
+    h(
+      'div',
+      { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-labelledby': `${id}-about` },
+      h(
+        'table',
+        { id, 'aria-describedby': `${id}-about` },
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            heads.map((t, i) => h('th', { scope: 'col', class: i ? 'num' : '', text: t })),
+          ),
+        ),
+        h('tbody', {}, rows),
+      ),
+    ),
+  ];
+}
+
+/** One row of the per-asset table: an asset's (or the pool's) walk-forward figures. */
+function metricsRow(label, m) {
+  const lf = m.long_flat;
+  const bh = m.buy_and_hold;
+  return h(
+    'tr',
+    { dataset: { asset: m.asset ?? 'pooled' } },
+    h('th', { scope: 'row', text: label }),
+    h('td', { class: 'num', text: fracPct(bh.total_return) }),
+    h('td', { class: 'num', text: fixed(bh.sharpe) }),
+    h('td', { class: 'num', text: fracPct(bh.max_drawdown) }),
+    h('td', { class: 'num', text: fracPct(lf.total_return) }),
+    judged(fixed(lf.sharpe), lf.sharpe !== null && bh.sharpe !== null && lf.sharpe >= bh.sharpe),
+    judged(fracPct(lf.max_drawdown), lf.max_drawdown >= 0.6 * bh.max_drawdown),
+    h('td', { class: 'num', text: fracPct(lf.exposure) }),
+    h('td', { class: 'num', text: num(lf.trades, 0) }),
+    h('td', { class: 'num', text: m.median_run_days === null ? 'n/a' : num(m.median_run_days, 1) }),
+    h('td', { class: 'num', text: fracPct(m.reversed_within_3d, 1) }),
+    h('td', { class: 'num', text: points(m.hit_rates.buy_edge_30d) }),
+    h('td', { class: 'num', text: points(m.hit_rates.sell_edge_30d) }),
+    h('td', { class: 'num', text: fixed(m.ic_30d, 3) }),
+  );
+}
+
+/**
+ * `/track-record`: how the served signal model did (GET /api/v1/track-record, the same
+ * figures as docs/track-record.md): what is out of sample and what is not, the live period
+ * after the model's data, the walk-forward figures per asset and pooled, each year on its
+ * own, the level shares, confidence against hit rate, and the bands chosen each year.
+ */
+async function trackRecordPage() {
+  setTitle('Track record');
+  main.replaceChildren(
+    h('h1', { text: 'Track record' }),
+    h('p', { class: 'muted', id: 'tr-loading', text: 'Computing the backtest (a few seconds after a start)...' }),
+  );
+  const { data: t } = await data('/track-record');
+  const w = t.walk_forward;
+  const p = w.pooled;
+  const live = t.live;
+  const liveCard = card(
+    'Live period',
+    h('p', { id: 'tr-live' }, live.note),
+    live.report
+      ? h(
+          'dl',
+          { class: 'kv' },
+          h('dt', { text: 'Window' }),
+          h('dd', { text: `${live.from} → ${live.to} (${live.days} decision days)` }),
+          h('dt', { text: 'Long/flat return, pooled' }),
+          h('dd', {
+            text: `${fracPct(live.report.pooled.long_flat.total_return, 1)} (buy-and-hold ${fracPct(live.report.pooled.buy_and_hold.total_return, 1)})`,
+          }),
+          h('dt', { text: 'Long/flat max drawdown' }),
+          h('dd', {
+            text: `${fracPct(live.report.pooled.long_flat.max_drawdown, 1)} (buy-and-hold ${fracPct(live.report.pooled.buy_and_hold.max_drawdown, 1)})`,
+          }),
+        )
+      : null,
+  );
+  const heads = [
+    'Asset',
+    'B&H return',
+    'B&H Sharpe',
+    'B&H max DD',
+    'L/F return',
+    'L/F Sharpe',
+    'L/F max DD',
+    'Exposure',
+    'Trades',
+    'Median run (d)',
+    'Reversed ≤3 d',
+    'Buy edge (pts)',
+    'Sell edge (pts)',
+    'IC 30 d',
+  ];
+  main.replaceChildren(
+    h('h1', { text: 'Track record' }),
+    h(
+      'p',
+      { id: 'tr-summary' },
+      `${t.model_version}, walk-forward ${w.from} → ${w.to}, ${w.cost_bps} bps per unit of position change; a position decided at the close of day t earns close t → close t+1. `,
+      'Long/flat (L/F) holds an asset while its signal is buy or strong_buy; B&H is buy-and-hold. Sharpe is daily × √365. ',
+      h('a', { href: '/api/v1/track-record', text: 'The same figures as JSON' }),
+      '.',
+    ),
+    h(
+      'p',
+      { class: 'data-note', role: 'note', id: 'tr-caveat' },
+      h('strong', { text: 'What is out of sample: ' }),
+      `only the level bands, chosen each year on the data before it (table at the end). The model's structure (its factors, weights, gates and confirmation) was chosen with these same years in view, so read these figures as in-sample for it. The first fully out-of-sample test is the live period, from ${live.from}.`,
+    ),
+    liveCard,
+    card(
+      'Pooled',
+      h(
+        'dl',
+        { class: 'kv', id: 'tr-pooled' },
+        h('dt', { text: 'Long/flat Sharpe' }),
+        h('dd', { text: `${fixed(p.long_flat.sharpe)} (buy-and-hold ${fixed(p.buy_and_hold.sharpe)})` }),
+        h('dt', { text: 'Long/flat max drawdown' }),
+        h('dd', { text: `${fracPct(p.long_flat.max_drawdown)} (buy-and-hold ${fracPct(p.buy_and_hold.max_drawdown)})` }),
+        h('dt', { text: 'Long/flat return' }),
+        h('dd', {
+          text: `${fracPct(p.long_flat.total_return)} (buy-and-hold ${fracPct(p.buy_and_hold.total_return)}), in the market ${fracPct(p.long_flat.exposure)} of days`,
+        }),
+        h('dt', { text: 'Buy / sell edge' }),
+        h('dd', {
+          text: `${points(p.hit_rates.buy_edge_30d)} / ${points(p.hit_rates.sell_edge_30d)} points against the base rate of 30-day rises (${fracPct(p.hit_rates.p_up_30d, 1)})`,
+        }),
+        h('dt', { text: 'Information coefficient' }),
+        h('dd', { text: `${fixed(p.ic_7d, 3)} (7 d), ${fixed(p.ic_30d, 3)} (30 d), Spearman` }),
+        h('dt', { text: 'Level runs' }),
+        h('dd', {
+          text: `median ${num(p.median_run_days, 1)} days; ${fracPct(p.reversed_within_3d, 1)} of ${num(p.level_changes, 0)} changes reversed within 3 days`,
+        }),
+      ),
+      h('p', {
+        class: 'small muted',
+        text: 'The pool is an equal-weight portfolio of the assets with data each day; its edges, ICs and runs pool all asset-days.',
+      }),
+    ),
+    card(
+      'Per asset',
+      figuresTable(
+        'tr-assets',
+        'Walk-forward figures per asset; green: long/flat Sharpe at least buy-and-hold’s, or long/flat max drawdown at most 60% of buy-and-hold’s.',
+        heads,
+        [...w.assets.map((a) => metricsRow(a.symbol, a)), metricsRow('Pooled', p)],
+      ),
+      ...w.assets
+        .filter((a) => a.from > w.from)
+        .map((a) => h('p', { class: 'small muted', text: `${a.symbol} is scored from its first day of data, ${a.from}.` })),
+    ),
+    card(
+      'By year',
+      figuresTable(
+        'tr-years',
+        'Each calendar year scored on its own, pooled; a year without a position has no long/flat Sharpe.',
+        [
+          'Year',
+          'B&H return',
+          'L/F return',
+          'B&H Sharpe',
+          'L/F Sharpe',
+          'L/F Sharpe ≥ B&H',
+          'Exposure',
+          'Buy edge',
+          'Sell edge',
+          'IC 30 d',
+        ],
+        t.by_year.map((y) =>
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row', text: String(y.year) }),
+
+            h('td', { class: 'num', text: fracPct(y.pooled.buy_and_hold.total_return) }),
+            h('td', { class: 'num', text: fracPct(y.pooled.long_flat.total_return) }),
+            h('td', { class: 'num', text: fixed(y.pooled.buy_and_hold.sharpe) }),
+            h('td', { class: 'num', text: fixed(y.pooled.long_flat.sharpe) }),
+            h('td', { class: 'num', text: `${y.long_flat_sharpe_wins.assets} of ${y.long_flat_sharpe_wins.of}` }),
+            h('td', { class: 'num', text: fracPct(y.pooled.long_flat.exposure) }),
+            h('td', { class: 'num', text: points(y.pooled.hit_rates.buy_edge_30d) }),
+            h('td', { class: 'num', text: points(y.pooled.hit_rates.sell_edge_30d) }),
+            h('td', { class: 'num', text: fixed(y.pooled.ic_30d, 3) }),
+          ),
+        ),
+      ),
+    ),
+    card(
+      'Levels and confidence',
+      figuresTable(
+        'tr-levels',
+        'Share of asset-days per level, pooled.',
+        ['Level', ...LEVELS.map((l) => LEVEL_LABEL[l])],
+        [
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row', text: 'Share' }),
+            LEVELS.map((l) => h('td', { class: 'num', text: fracPct(p.levels[l], 1) })),
+          ),
+        ],
+      ),
+      figuresTable(
+        'tr-confidence',
+        'Share of buy/strong_buy days followed by a 30-day rise and of sell/strong_sell days followed by a 30-day fall, by confidence.',
+        ['Confidence', 'Asset-days', 'Hit rate'],
+        p.confidence.map((c) =>
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row', text: `[${c.from}, ${c.to}${c.to === 1 ? ']' : ')'}` }),
+            h('td', { class: 'num', text: num(c.days, 0) }),
+            h('td', { class: 'num', text: fracPct(c.hit_rate, 1) }),
+          ),
+        ),
+      ),
+    ),
+    card(
+      'Walk-forward choices',
+      figuresTable(
+        'tr-choices',
+        'The bands (|score| above which the level is buy/sell, and strong) chosen for each year by the pooled long/short Sharpe on the data up to the date shown.',
+        ['Year', 'Trained through', 'Buy band', 'Strong band'],
+        w.choices.map((c) =>
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row', text: String(c.year) }),
+            h('td', { class: 'num', text: c.trained_through }),
+            h('td', { class: 'num', text: fixed(c.bands.buy) }),
+            h('td', { class: 'num', text: fixed(c.bands.strong) }),
+          ),
+        ),
+      ),
+    ),
   );
 }
 
@@ -1518,7 +1781,15 @@ function dataNote() {
 async function route() {
   const path = location.pathname.replace(/\/+$/, '') || '/';
   const nav =
-    path === '/' ? 'overview' : path.startsWith('/chains') ? 'chains' : path === '/account' || path === '/signin' ? 'account' : null;
+    path === '/'
+      ? 'overview'
+      : path.startsWith('/chains')
+        ? 'chains'
+        : path === '/track-record'
+          ? 'track-record'
+          : path === '/account' || path === '/signin'
+            ? 'account'
+            : null;
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
@@ -1527,6 +1798,7 @@ async function route() {
     if (path === '/') await overview();
     else if (path.startsWith('/asset/')) await assetPage(decodeURIComponent(path.slice('/asset/'.length)));
     else if (path === '/chains') await chainsPage();
+    else if (path === '/track-record') await trackRecordPage();
     else await accountPage();
   } catch (e) {
     main.replaceChildren(
