@@ -733,3 +733,39 @@ describe('track record page', { skip: SKIP }, () => {
     }
   });
 });
+
+describe('stale marks', { skip: SKIP }, () => {
+  test("a stale answer's day is marked on the overview and opens to the API's stale_reason; a fresh one is a plain day", async () => {
+    const signals = (await (await fetch(`${base}/api/v1/signals`)).json()).data.signals as {
+      asset: string;
+      as_of: string;
+      stale: boolean;
+      stale_reason: string | null;
+    }[];
+    const stale = signals.find((s) => s.stale)!;
+    const fresh = signals.find((s) => !s.stale)!;
+    assert.ok(stale && fresh, 'the bundled data has both a stale and a fresh signal');
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/');
+      const cell = page.locator(`#signals tbody tr[data-asset="${stale.asset}"] td:last-child`);
+      assert.equal(await cell.locator('summary').textContent(), `${stale.as_of} (stale)`);
+      const reason = cell.locator('details p');
+      assert.equal(await reason.isVisible(), false);
+      await cell.locator('summary').focus();
+      await page.keyboard.press('Enter');
+      await reason.waitFor({ state: 'visible' });
+      assert.equal(await reason.textContent(), stale.stale_reason);
+      // A click on the mark closes it and stays on the overview (the rest of the row opens the asset page).
+      await cell.locator('summary').click();
+      await reason.waitFor({ state: 'hidden' });
+      assert.equal(new URL(page.url()).pathname, '/');
+      const plain = page.locator(`#signals tbody tr[data-asset="${fresh.asset}"] td:last-child`);
+      assert.equal(await plain.textContent(), fresh.as_of);
+      assert.equal(await plain.locator('details').count(), 0);
+    } finally {
+      await ctx.close();
+    }
+  });
+});

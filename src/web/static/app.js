@@ -62,15 +62,23 @@ const regimeBadge = (r) => h('span', { class: `level ${r}`, text: r });
 const daysBetween = (a, b) => Math.round((Date.parse(b) - Date.parse(a)) / 86_400_000);
 /**
  * "as of D". With `verdict` (an answer's `stale` / `stale_reason`, the API's own judgement
- * against each series' cadence: docs/live-data.md) it is marked stale with the reason;
+ * against each series' cadence: docs/live-data.md) it is marked stale, the reason opening
+ * from it (`<details>`);
  * without one (a component inside an answer), when older than the service's as-of day.
  */
 function freshness(asOf, serviceAsOf, verdict) {
   if (!asOf) return h('span', { class: 'stale', text: 'missing' });
-  if (verdict)
-    return verdict.stale
-      ? h('span', { class: 'stale', title: verdict.stale_reason ?? '', text: `${asOf} (stale: ${verdict.stale_reason ?? ''})` })
-      : h('span', { text: asOf });
+  if (verdict) {
+    if (!verdict.stale) return h('span', { text: asOf });
+    // The reason names every late series with its last day and can run to several lines: it
+    // opens from the marked day (click, tap or keyboard) instead of filling the table's row.
+    return h(
+      'details',
+      { class: 'stale-why' },
+      h('summary', {}, h('span', { class: 'stale', text: `${asOf} (stale)` })),
+      h('p', { class: 'small', text: verdict.stale_reason ?? 'no reason given' }),
+    );
+  }
   const lag = serviceAsOf ? daysBetween(asOf, serviceAsOf) : 0;
   return lag > 0 ? h('span', { class: 'stale', text: `${asOf} (stale: ${lag} d old)` }) : h('span', { text: asOf });
 }
@@ -325,7 +333,12 @@ function signalsTable(d, asOf) {
         const href = `/asset/${encodeURIComponent(s.asset)}`;
         const tr = h(
           'tr',
-          { class: 'link-row', dataset: { asset: s.asset }, onclick: (e) => e.target.tagName !== 'A' && (location.href = href) },
+          {
+            class: 'link-row',
+            dataset: { asset: s.asset },
+            // A click on the ticker's link or on the stale mark (which opens its reason) is theirs.
+            onclick: (e) => !e.target.closest('a, details') && (location.href = href),
+          },
           h(
             'td',
             {},
