@@ -594,9 +594,9 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     },
   },
   createKey: {
-    id: '01a224ff-4338-77f1-a6d0-581f5f9bc6bd',
-    key: 'svc_live_NNgpZWbUMI62MONur8CouR4LKHI7yijsEXAMPL',
-    prefix: 'svc_live_NNgp',
+    id: '01999a7e-6a00-7000-8000-000000000001',
+    key: 'svc_live_ExampleKeyNotRealReplaceWithYourEXAMPL',
+    prefix: 'svc_live_Exam',
     name: 'laptop',
     tier: 'free',
     created_at: '2025-09-30T12:00:00.000Z',
@@ -604,8 +604,8 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listKeys: {
     keys: [
       {
-        id: '01a224ff-4338-77f1-a6d0-581f5f9bc6bd',
-        prefix: 'svc_live_NNgp',
+        id: '01999a7e-6a00-7000-8000-000000000001',
+        prefix: 'svc_live_Exam',
         name: 'laptop',
         tier: 'free',
         status: 'active',
@@ -622,7 +622,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     next_cursor: null,
   },
   createThesis: {
-    id: '01a224ff-434a-734c-aee9-712103419321',
+    id: '01999a7e-6a00-7000-8000-000000000002',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -647,7 +647,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
   listTheses: {
     theses: [
       {
-        id: '01a224ff-434a-734c-aee9-712103419321',
+        id: '01999a7e-6a00-7000-8000-000000000002',
         asset: 'bitcoin',
         symbol: 'BTC',
         name: 'Bitcoin',
@@ -674,7 +674,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     next_cursor: null,
   },
   getThesis: {
-    id: '01a224ff-434a-734c-aee9-712103419321',
+    id: '01999a7e-6a00-7000-8000-000000000002',
     asset: 'bitcoin',
     symbol: 'BTC',
     name: 'Bitcoin',
@@ -697,7 +697,7 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     updated_at: '2025-09-30T12:00:00.000Z',
   },
   getThesisHealth: {
-    thesis_id: '01a224ff-434a-734c-aee9-712103419321',
+    thesis_id: '01999a7e-6a00-7000-8000-000000000002',
     asset: 'bitcoin',
     direction: 'long',
     health_score: 67.9,
@@ -738,11 +738,11 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
     stale_reason: null,
   },
   deleteThesis: {
-    id: '01a224ff-434a-734c-aee9-712103419321',
+    id: '01999a7e-6a00-7000-8000-000000000002',
     deleted: true,
   },
   revokeKey: {
-    id: '01a224ff-4338-77f1-a6d0-581f5f9bc6bd',
+    id: '01999a7e-6a00-7000-8000-000000000001',
     status: 'revoked',
     revoked_at: '2025-09-30T12:00:00.000Z',
   },
@@ -830,7 +830,7 @@ export const HEADER_EXAMPLES: Record<string, string> = {
   'x-ratelimit-reset': '2025-09-30T12:00:00.000Z',
   'x-service-tier': 'unauthenticated',
   'ratelimit-policy': '"minute";q=5;w=60, "day";q=10;w=86400',
-  ratelimit: '"minute";r=4;t=60, "day";r=9;t=79762',
+  ratelimit: '"minute";r=4;t=60, "day";r=9;t=43200',
   'retry-after': '60',
   'www-authenticate-missing': 'Bearer realm="api"',
 };
