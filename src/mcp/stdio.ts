@@ -253,10 +253,10 @@ export async function runStdio(
     if (auth.ok) return auth.caller;
     if (auth.cause) d.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
     const reason = auth.error.details?.reason;
-    // Not a key at all (a JWT, another service's token; with spaces, `Bearer svc_live_...`,
-    // which fails as an Authorization header): the HTTP wording (headers, JWTs) does not
-    // apply to an environment variable.
-    if (reason === 'wrong_credential' || auth.error.message === MESSAGES.badHeader)
+    // Not a key at all (a JWT, another service's token: `wrong_credential`; with spaces,
+    // `Bearer svc_live_...`, which fails as an Authorization header: `malformed_header`): the
+    // HTTP wording (headers, JWTs) does not apply to an environment variable.
+    if (reason === 'wrong_credential' || reason === 'malformed_header')
       throw new ServiceError('UNAUTHORIZED', MESSAGES.notAKeyInEnv(STDIO_KEY_ENV), auth.error.details);
     // A well-formed key this database does not know was most likely made by a service on
     // another database: say which one this process opened.

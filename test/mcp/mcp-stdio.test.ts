@@ -288,7 +288,7 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
       answers.map((a) => a.id).sort((x, y) => x - y),
       [1, 2, 3, ...Array.from({ length: 300 }, (_, i) => 10 + i)],
     );
-    const reason = value === jwtLike ? 'wrong_credential' : 'malformed';
+    const reason = value === jwtLike ? 'wrong_credential' : 'malformed_header';
     for (const a of answers.filter((x) => x.id !== 1)) {
       assert.equal(a.error?.code, -32001, JSON.stringify(a));
       assert.deepEqual(a.error.data, { code: 'UNAUTHORIZED', reason });
