@@ -125,7 +125,7 @@ async function mcpStdio(cfg: Config): Promise<void> {
     const database = cfg.DATABASE_URL ? 'DATABASE_URL' : `PGLITE_DIR=${cfg.PGLITE_DIR}`;
     return { services: c, access: c.access, log: c.log, asOf: c.market.asOf, database, onClose: () => c.stop() };
   })();
-  await runStdio(core, process.env[STDIO_KEY_ENV] || undefined, log);
+  await runStdio(core, process.env[STDIO_KEY_ENV] || undefined, log, { shutdownTimeoutMs: cfg.SHUTDOWN_TIMEOUT_MS });
 }
 
 async function backfill(cfg: Config): Promise<void> {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -135,6 +135,31 @@ test('DATA_DIR, HOST, TRUST_PROXY and AS_OF errors name the variable and what to
   const flag = await cli(['serve', '--host', '999.1.1.1'], { PGLITE_DIR: 'memory://' });
   assert.equal(flag.code, 1);
   assert.match(flag.stderr, /HOST: '999\.1\.1\.1'/);
+});
+
+test('serve with a PGLITE_DIR that cannot be created or used exits 1 at once with one line naming it and what to do, no stack trace', async () => {
+  const file = path.join(tmpDir(), 'a-file');
+  writeFileSync(file, 'x');
+  const cases: [string, RegExp][] = [
+    [file, /the embedded database folder is a regular file, not a folder/],
+    [path.join(file, 'db'), /the embedded database folder cannot be created \(.*a-file is a file, not a folder\)/],
+  ];
+  // procfs answers ENOENT to every mkdir, where Node's recursive mkdir retried for ever (100 %
+  // CPU, SIGTERM ignored); the secret file beside the folder failed first with a raw stack.
+  if (existsSync('/proc/self')) cases.push(['/proc/mi-cli-nope', /the embedded database folder cannot be created \(ENOENT: /]);
+  // 20 s: a safety kill (the answer takes about a second), not a timing assertion.
+  const runs = await Promise.all(cases.map(([dir]) => cli(['serve', '--port', '0'], { PGLITE_DIR: dir }, { timeoutMs: 20_000 })));
+  runs.forEach((r, i) => {
+    const [dir, said] = cases[i]!;
+    assert.equal(r.code, 1, `${dir}: ${r.stderr}`);
+    const lines = r.stderr.trim().split('\n');
+    assert.equal(lines.length, 1, r.stderr);
+    assert.ok(lines[0]!.startsWith(`PGLITE_DIR=${dir}: `), r.stderr);
+    assert.match(lines[0]!, said);
+    assert.match(lines[0]!, /: set PGLITE_DIR to a writable folder \(it is created when missing\), or DATABASE_URL to use PostgreSQL$/);
+    assert.doesNotMatch(r.stderr, /\n\s+at |Failed to start/, 'no stack trace');
+  });
+  assert.equal(existsSync(`${file}.auth-secret`), false);
 });
 
 /** Registers a user with the embedded identity provider's table only (as sign-up does): no app_users row, no key. */

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Config, ConfigError } from '../config.ts';
+import { pgliteSiblingError, preparePgliteDir } from '../store/pglite-dir.ts';
 
 /** Shortest secret accepted (as AUTH_SECRET's own bound in config.ts). */
 const MIN_SECRET_LENGTH = 32;
@@ -42,8 +43,12 @@ function readOwnSecret(file: string): string {
  * kept in {@link authSecretFile} beside the PGlite database (in memory for `memory://`). A
  * database made before the file had its own name kept it as `auth-secret` in the folder that
  * holds the database: that file is copied to the new name when it passes the same checks.
+ * The database's folder is created here when missing (preparePgliteDir), before the file is
+ * written beside it.
  * @throws ConfigError when DATABASE_URL is set without AUTH_SECRET (instances must agree on
- *   it), or when the secret file is not this user's own (see readOwnSecret).
+ *   it), or when the secret file is not this user's own (see readOwnSecret); PgliteDirError (a
+ *   ConfigError naming PGLITE_DIR) when the folder cannot be created or written, or the
+ *   secret file beside it cannot be written.
  */
 export function embeddedAuthSecret(config: Config): string {
   if (config.AUTH_SECRET) return config.AUTH_SECRET;
@@ -55,15 +60,31 @@ export function embeddedAuthSecret(config: Config): string {
     );
   }
   if (config.PGLITE_DIR.startsWith('memory://')) return randomBytes(32).toString('base64url');
-  const file = authSecretFile(config.PGLITE_DIR);
+  const dir = config.PGLITE_DIR;
+  const file = authSecretFile(dir);
+  const existed = existsSync(dir);
+  // The database's folder first (created with its parents, and checked for writing): the
+  // secret file goes beside it, and a folder that cannot be used is reported as such, not as
+  // a failed write of the secret.
+  preparePgliteDir(dir);
+  const fileError = (err: unknown) => pgliteSiblingError(dir, file, err);
   // lstat, not exists: a link (even a broken one) is there, and refused by readOwnSecret.
-  const present = (f: string) => lstatSync(f, { throwIfNoEntry: false }) !== undefined;
+  const present = (f: string) => {
+    try {
+      return lstatSync(f, { throwIfNoEntry: false }) !== undefined;
+    } catch (err) {
+      throw fileError(err);
+    }
+  };
   if (present(file)) return readOwnSecret(file);
-  const legacy = path.join(path.dirname(path.resolve(config.PGLITE_DIR)), 'auth-secret');
+  const legacy = path.join(path.dirname(path.resolve(dir)), 'auth-secret');
   // Only for a database that exists: its stored keys were encrypted with that secret.
-  const s = present(legacy) && existsSync(config.PGLITE_DIR) ? readOwnSecret(legacy) : randomBytes(32).toString('base64url');
-  mkdirSync(path.dirname(file), { recursive: true });
-  // 'wx': fails rather than follow a file or link created meanwhile.
-  writeFileSync(file, s, { mode: 0o600, flag: 'wx' });
+  const s = present(legacy) && existed ? readOwnSecret(legacy) : randomBytes(32).toString('base64url');
+  try {
+    // 'wx': fails rather than follow a file or link created meanwhile.
+    writeFileSync(file, s, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    throw fileError(err);
+  }
   return s;
 }

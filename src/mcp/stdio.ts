@@ -41,6 +41,9 @@ export function flushed(out: Writable, ms = 5_000): Promise<void> {
   });
 }
 
+/** How long a stop after SIGTERM or SIGINT may take by default, ms (SHUTDOWN_TIMEOUT_MS's default). */
+const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
+
 /** Environment variable that carries the API key for the stdio server. */
 export const STDIO_KEY_ENV = 'MARKET_INTEL_API_KEY';
 
@@ -230,8 +233,18 @@ export function unreadableLine(err: Error): { code: number; message: string } | 
  *   been answered with the failure (a refused key -32001 with `data: {code, reason}`, as MCP
  *   over HTTP answers it; a start-up failure the SDK's -32603) and those answers flushed to
  *   stdout, so the caller may exit at once.
+ * @param opts.shutdownTimeoutMs how long a stop after SIGTERM or SIGINT may take, ms (default
+ *   10 s, SHUTDOWN_TIMEOUT_MS): past it the process exits 1, even while the core is still
+ *   starting. A second SIGINT exits at once. When stdin ends, the stop may take
+ *   STDIN_END_DRAIN_MS after the drain.
  */
-export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefined, log: Logger): Promise<void> {
+export async function runStdio(
+  deps: Promise<StdioDeps>,
+  apiKey: string | undefined,
+  log: Logger,
+  opts: { shutdownTimeoutMs?: number } = {},
+): Promise<void> {
+  const shutdownTimeoutMs = opts.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
   const authenticate = async (d: StdioDeps): Promise<Caller> => {
     if (!apiKey) return anonymousCaller('stdio');
     // The same access rules as REST and MCP over HTTP, and their messages but for a value that
@@ -240,10 +253,10 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     if (auth.ok) return auth.caller;
     if (auth.cause) d.log.error({ err: loggableError(auth.cause) }, 'dependency unavailable');
     const reason = auth.error.details?.reason;
-    // Not a key at all (a JWT, another service's token; with spaces, `Bearer svc_live_...`,
-    // which fails as an Authorization header): the HTTP wording (headers, JWTs) does not
-    // apply to an environment variable.
-    if (reason === 'wrong_credential' || auth.error.message === MESSAGES.badHeader)
+    // Not a key at all (a JWT, another service's token: `wrong_credential`; with spaces,
+    // `Bearer svc_live_...`, which fails as an Authorization header: `malformed_header`): the
+    // HTTP wording (headers, JWTs) does not apply to an environment variable.
+    if (reason === 'wrong_credential' || reason === 'malformed_header')
       throw new ServiceError('UNAUTHORIZED', MESSAGES.notAKeyInEnv(STDIO_KEY_ENV), auth.error.details);
     // A well-formed key this database does not know was most likely made by a service on
     // another database: say which one this process opened.
@@ -291,12 +304,43 @@ export async function runStdio(deps: Promise<StdioDeps>, apiKey: string | undefi
     await flushed(process.stdout);
     process.exit(0);
   };
+  /**
+   * Ends the process (exit 1, the reason logged) if it is still running `ms` from now: a stop
+   * that waits for a core still starting, or closing, must end even if that never finishes.
+   */
+  const exitAfter = (ms: number, why: string) =>
+    setTimeout(() => {
+      log.error({ timeout_ms: ms }, why);
+      void flushed(process.stdout, 1000).finally(() => process.exit(1));
+    }, ms);
   transport.onclose = () => void close();
   // When stdin ends (a script piping its requests in), the requests still waiting (for the core,
   // which takes a second or more to start) are answered first: closing at once dropped them.
-  process.stdin.on('end', () => void answered(STDIN_END_DRAIN_MS).then(close));
-  process.on('SIGINT', () => void close());
-  process.on('SIGTERM', () => void close());
+  process.stdin.on(
+    'end',
+    () =>
+      void answered(STDIN_END_DRAIN_MS).then(() => {
+        exitAfter(STDIN_END_DRAIN_MS, 'MCP stdio: stdin ended, and the core did not finish starting or closing in time: exiting now');
+        return close();
+      }),
+  );
+  // A signal stops the server within shutdownTimeoutMs whatever the core is doing (as `serve`
+  // does); a second Ctrl+C (SIGINT) exits at once, a repeated SIGTERM changes nothing.
+  let signalled = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      if (signal === 'SIGINT') process.exit(1);
+      return;
+    }
+    signalled = true;
+    exitAfter(
+      shutdownTimeoutMs,
+      `MCP stdio: ${signal}: the stop did not finish in time (the core was still starting or closing): exiting now (SHUTDOWN_TIMEOUT_MS)`,
+    );
+    void close();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   await server.connect(transport);
   // Requests read and not answered yet: how many per id (a client may reuse an id), less the
   // ones it cancelled (the SDK sends nothing for those). The transport's onmessage and send, as

@@ -147,6 +147,7 @@ export const MESSAGES = {
   keyRequired: `This operation needs an API key: ${GET_A_KEY}`,
   jwtRequired: `Key management needs the JWT of a signed-in user as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
   keyNotJwt: `Key management takes the JWT of a signed-in user, not an API key, as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
+  /** An Authorization header that is not `Bearer <token>` (reason `malformed_header`). */
   badHeader: 'Authorization header must be: Bearer <token> (an API key svc_live_..., or a JWT for key management and theses)',
   /** An API key that is not one of ours (reason `unknown`). */
   invalidKey: (prefix: string) => `Invalid API key ${prefix}...: no such key (check that it was copied whole); to get one, ${GET_A_KEY}`,
@@ -157,7 +158,7 @@ export const MESSAGES = {
   revokedKey: (prefix: string) =>
     `Invalid API key ${prefix}...: it has been revoked; create a new key at /signin (or POST /api/v1/keys/create)`,
   /**
-   * Over stdio (reason `wrong_credential`, or `malformed` for a value with spaces): the value
+   * Over stdio (reason `wrong_credential`, or `malformed_header` for a value with spaces): the value
    * of the environment variable `variable` is not an API key; no JWT or header applies there.
    * The value is not echoed (it may be some other secret).
    */
@@ -333,7 +334,8 @@ export class Access {
       return anonymousCaller(`ip:${address}`);
     }
     const m = BEARER.exec(header);
-    if (!m) throw new ServiceError('UNAUTHORIZED', MESSAGES.badHeader, { reason: 'malformed' });
+    // Its own reason: `malformed` is a malformed key's (keyRefusal), and stdio words the two apart.
+    if (!m) throw new ServiceError('UNAUTHORIZED', MESSAGES.badHeader, { reason: 'malformed_header' });
     const token = m[1]!;
     if (looksLikeApiKey(token)) {
       if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyNotJwt, { reason: 'wrong_credential' });

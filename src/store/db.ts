@@ -4,6 +4,7 @@ import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { ROOT_DIR } from '../config.ts';
+import { pgliteSiblingError, preparePgliteDir } from './pglite-dir.ts';
 import * as schema from './schema.ts';
 
 /** The drizzle database, the same type whichever backend runs it. */
@@ -114,7 +115,9 @@ function ignoreClientErrors(client: { on(event: 'error', listener: (err: Error) 
  * applies the migrations. The same schema and migrations run on both. On PostgreSQL every
  * wait of `db` is bounded by `timeouts` (default DEFAULT_DB_TIMEOUTS); the migrations and
  * `jobs` use a small pool of their own with JOB_TIMEOUT_MS.
- * @throws when the server is unreachable or a migration fails.
+ * @throws when the server is unreachable or a migration fails; PgliteDirError (a ConfigError
+ *   naming PGLITE_DIR) when the embedded database's folder, or its lock file beside it, cannot
+ *   be created or written; DatabaseInUseError when another process holds it.
  */
 export async function openDatabase(opts: {
   databaseUrl?: string;
@@ -194,7 +197,9 @@ export async function openDatabase(opts: {
   const onDisk = !opts.pgliteDir.startsWith('memory://');
   let unlock = () => {};
   if (onDisk) {
-    mkdirSync(opts.pgliteDir, { recursive: true, mode: 0o700 });
+    // Created (with missing parents) and checked for writing before PGlite gets it: a folder
+    // that cannot be used is one PgliteDirError naming PGLITE_DIR, never a hang (pglite-dir.ts).
+    preparePgliteDir(opts.pgliteDir);
     // Owner only, as PostgreSQL requires of a data directory: PGlite writes its files 0666
     // (less the umask), and they hold the users, sessions and key digests. A folder this user
     // cannot change keeps its mode (the lock below or the open then says what is wrong).
@@ -453,7 +458,8 @@ export function pgliteSibling(dir: string, suffix: string): string {
  * PGlite is single-process: two processes on one folder would corrupt it. Takes a lock file
  * (`<dir>.lock` with the holder's pid); a lock left by a dead process is taken over.
  * @returns a function that releases the lock.
- * @throws DatabaseInUseError when a live process holds it.
+ * @throws DatabaseInUseError when a live process holds it; PgliteDirError when the lock file
+ *   cannot be written or read (the folder that holds `dir` is read-only, a folder has its name).
  */
 function lockPglite(dir: string): () => void {
   const file = pgliteSibling(dir, '.lock');
@@ -470,8 +476,13 @@ function lockPglite(dir: string): () => void {
       process.on('exit', release);
       return release;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const pid = Number(readFileSync(file, 'utf8').trim());
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw pgliteSiblingError(dir, file, err);
+      let pid: number;
+      try {
+        pid = Number(readFileSync(file, 'utf8').trim());
+      } catch (e) {
+        throw pgliteSiblingError(dir, file, e); // a folder of that name (EISDIR)
+      }
       let alive = false;
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid) {
         try {

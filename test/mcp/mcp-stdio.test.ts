@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -68,12 +68,14 @@ function spawnStdio(env: Record<string, string> = {}) {
 /**
  * Sends `messages` to a spawned stdio server as JSON lines, then ends stdin (unless
  * `keepOpen`: the exit is then the server's own), and resolves once it exits (killed after
- * 90 s): its exit code, its stdout lines and its stderr.
+ * `killAfterMs`, default 90 s: a safety kill; the code is then null): its exit code, its
+ * stdout lines and its stderr.
  */
 async function exchange(
   child: ReturnType<typeof spawnStdio>,
   messages: unknown[],
   keepOpen = false,
+  killAfterMs = 90_000,
 ): Promise<{ code: number | null; out: string[]; err: string }> {
   const out: string[] = [];
   let err = '';
@@ -83,7 +85,7 @@ async function exchange(
   const text = messages.map((m) => JSON.stringify(m)).join('\n') + '\n';
   if (keepOpen) child.stdin!.write(text);
   else child.stdin!.end(text);
-  const timer = setTimeout(() => child.kill(), 90_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
   try {
     return { code: await exited, out, err };
   } finally {
@@ -286,7 +288,7 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
       answers.map((a) => a.id).sort((x, y) => x - y),
       [1, 2, 3, ...Array.from({ length: 300 }, (_, i) => 10 + i)],
     );
-    const reason = value === jwtLike ? 'wrong_credential' : 'malformed';
+    const reason = value === jwtLike ? 'wrong_credential' : 'malformed_header';
     for (const a of answers.filter((x) => x.id !== 1)) {
       assert.equal(a.error?.code, -32001, JSON.stringify(a));
       assert.deepEqual(a.error.data, { code: 'UNAUTHORIZED', reason });
@@ -320,6 +322,61 @@ test('a failed start exits 1 with its reason on stderr even when stdin has alrea
     await held.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test(
+  'a PGLITE_DIR that cannot be created or used: the waiting requests get the reason, stderr says it once without a stack, exit 1',
+  SLOW,
+  async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mi-stdio-baddir-'));
+    try {
+      const file = path.join(dir, 'a-file');
+      writeFileSync(file, 'x');
+      const cases: [string, RegExp][] = [[file, /the embedded database folder is a regular file, not a folder/]];
+      // procfs answers ENOENT to every mkdir: Node's recursive mkdir retried it for ever, the
+      // process spun at 100 % CPU with its event loop blocked, and ignored SIGTERM.
+      if (existsSync('/proc/self')) cases.push(['/proc/mi-stdio-nope', /the embedded database folder cannot be created \(ENOENT: /]);
+      for (const [pgliteDir, said] of cases) {
+        // stdin stays open: the exit is the server's own. 30 s is a safety kill, not a timing assertion.
+        const { code, out, err } = await exchange(
+          spawnStdio({ PGLITE_DIR: pgliteDir }),
+          [...HANDSHAKE, { jsonrpc: '2.0', id: 2, method: 'tools/list' }],
+          true,
+          30_000,
+        );
+        assert.equal(code, 1, `${pgliteDir}: ${err}`);
+        const answers = out.map((l) => JSON.parse(l) as { id: number; result?: unknown; error?: { code: number; message: string } });
+        assert.ok(answers.find((a) => a.id === 1)?.result, 'initialize is answered');
+        const list = answers.find((a) => a.id === 2);
+        assert.equal(list?.error?.code, -32603, out.join('\n'));
+        assert.match(list.error.message, new RegExp(`^PGLITE_DIR=${pgliteDir}: `));
+        assert.match(list.error.message, said);
+        // stderr: the one line of the reason (LOG_LEVEL=warn: no progress lines), no stack trace.
+        const lines = err.trim().split('\n');
+        assert.equal(lines.length, 1, err);
+        assert.equal(lines[0], list.error.message);
+        assert.match(lines[0]!, /: set PGLITE_DIR to a writable folder \(it is created when missing\), or DATABASE_URL to use PostgreSQL$/);
+        assert.doesNotMatch(err, /\n\s+at |Failed to start/, 'no stack trace');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
+test('SIGTERM while the core is still starting ends the process within SHUTDOWN_TIMEOUT_MS', SLOW, async () => {
+  const child = spawnStdio({ SHUTDOWN_TIMEOUT_MS: '100' });
+  // SIGTERM once `initialize` is answered: the core (modules, database, dataset) takes seconds more.
+  const answeredInit = new Promise<void>((r) => createInterface({ input: child.stdout! }).once('line', () => r()));
+  const run = exchange(child, HANDSHAKE, true, 30_000);
+  await answeredInit;
+  child.kill('SIGTERM');
+  const { code, err } = await run;
+  assert.equal(code, 1, err);
+  assert.match(
+    err,
+    /SIGTERM: the stop did not finish in time \(the core was still starting or closing\): exiting now \(SHUTDOWN_TIMEOUT_MS\)/,
+  );
 });
 
 describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
