@@ -382,9 +382,14 @@ export async function prepareCore(core: Core): Promise<BackfillResult[]> {
     inserted: result.reduce((s, r) => s + r.inserted, 0),
     skipped: result.filter((r) => r.skipped).length,
     // Changes stored without a level_rule (before migration 0008): filled now, or left null
-    // where the recomputed change differs (runBackfill).
-    level_rule_filled: result.reduce((s, r) => s + r.level_rule_filled, 0),
-    level_rule_left_null: result.reduce((s, r) => s + r.level_rule_left_null, 0),
+    // where the recomputed change differs (runBackfill); said by the run that looked for them.
+    // Once every asset's fill is done for the engine version, runs do not look again.
+    ...(result.some((r) => r.level_rule_checked)
+      ? {
+          level_rule_filled: result.reduce((s, r) => s + r.level_rule_filled, 0),
+          level_rule_left_null: result.reduce((s, r) => s + r.level_rule_left_null, 0),
+        }
+      : { level_rule_fill: 'done before' }),
   });
   core.market.warm();
   logPhase(core.log, 'warm', 'answer cache warmed', t1);

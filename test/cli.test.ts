@@ -368,7 +368,7 @@ test('start-up logs one JSON line per phase with its duration, then ready', asyn
   assert.equal(r.code, 0, 'SIGTERM stops it cleanly');
 });
 
-test('backfill on a database from before level_rule: its backfill line says how many stored changes got their rule and how many stay null', async () => {
+test('backfill on a database from before level_rule: its backfill line says how many stored changes got their rule and how many stay null, once; later lines say the fill is done', async () => {
   const pgliteDir = path.join(tmpDir(), 'pglite');
   const backfillLine = (r: NodeRun) => {
     assert.equal(r.code, 0, r.stderr);
@@ -384,10 +384,12 @@ test('backfill on a database from before level_rule: its backfill line says how 
   assert.ok((first.inserted as number) > 500);
   assert.equal(first.level_rule_filled, 0);
   assert.equal(first.level_rule_left_null, 0);
-  // As a database of an earlier version left it: no rule stored; one stored score unlike today's computation.
+  // As a database of an earlier version left it: no rule stored, no fill recorded; one stored
+  // score unlike today's computation.
   const db = await openDatabase({ pgliteDir });
   try {
     await db.db.execute(sql`UPDATE signal_history SET level_rule = NULL`);
+    await db.db.execute(sql`UPDATE backfill_state SET level_rule_version = NULL`);
     await db.db.execute(
       sql`UPDATE signal_history SET score = score + 0.0001 WHERE id = (SELECT min(id) FROM signal_history WHERE asset = 'ethereum')`,
     );
@@ -399,8 +401,13 @@ test('backfill on a database from before level_rule: its backfill line says how 
     { inserted: second.inserted, skipped: second.skipped, filled: second.level_rule_filled, left: second.level_rule_left_null },
     { inserted: 0, skipped: 11, filled: (first.inserted as number) - 1, left: 1 },
   );
+  assert.equal(second.level_rule_fill, undefined);
+  // Filled once: the next run does not look again (the row that differs stays null).
   const third = backfillLine(await cli(['backfill'], { PGLITE_DIR: pgliteDir }));
-  assert.deepEqual([third.level_rule_filled, third.level_rule_left_null], [0, 1], 'filled once; the row that differs stays null');
+  assert.deepEqual(
+    { filled: third.level_rule_filled, left: third.level_rule_left_null, fill: third.level_rule_fill },
+    { filled: undefined, left: undefined, fill: 'done before' },
+  );
 });
 
 test('shutdown is bounded: a client stalled mid-request does not hold the process past SHUTDOWN_TIMEOUT_MS', async () => {

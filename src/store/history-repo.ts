@@ -13,6 +13,17 @@ export type StoredChange = Omit<SignalChange, 'level_rule'> & { level_rule: Leve
 /** A stored change with the model version that computed it. */
 export type VersionedChange = StoredChange & { model_version: string };
 
+/**
+ * Backfill progress of one asset (`backfill_state`): the history is stored through
+ * `throughDate` by model `engineVersion`; `levelRuleVersion` is the model version for which
+ * the null `level_rule` of its stored changes were filled (null until they were).
+ */
+export interface BackfillState {
+  throughDate: string;
+  engineVersion: string;
+  levelRuleVersion: string | null;
+}
+
 /** A stored change whose `level_rule` is null: what the backfill compares with a recomputed change. */
 export interface ChangeWithoutRule {
   id: number;
@@ -77,19 +88,30 @@ export class HistoryRepo {
    * The backfill state of every asset in one query (the start-up's check: one round trip
    * instead of one per asset), by asset.
    */
-  async backfillStates(): Promise<Map<string, { throughDate: string; engineVersion: string }>> {
+  async backfillStates(): Promise<Map<string, BackfillState>> {
     const rows = await this.db
-      .select({ asset: backfillState.asset, throughDate: backfillState.throughDate, engineVersion: backfillState.engineVersion })
+      .select({
+        asset: backfillState.asset,
+        throughDate: backfillState.throughDate,
+        engineVersion: backfillState.engineVersion,
+        levelRuleVersion: backfillState.levelRuleVersion,
+      })
       .from(backfillState);
-    return new Map(rows.map((r) => [r.asset, { throughDate: r.throughDate, engineVersion: r.engineVersion }]));
+    return new Map(
+      rows.map((r) => [r.asset, { throughDate: r.throughDate, engineVersion: r.engineVersion, levelRuleVersion: r.levelRuleVersion }]),
+    );
   }
 
   /**
    * The backfill state of an asset, or null when it was never backfilled.
    */
-  async backfillState(asset: string): Promise<{ throughDate: string; engineVersion: string } | null> {
+  async backfillState(asset: string): Promise<BackfillState | null> {
     const rows = await this.db
-      .select({ throughDate: backfillState.throughDate, engineVersion: backfillState.engineVersion })
+      .select({
+        throughDate: backfillState.throughDate,
+        engineVersion: backfillState.engineVersion,
+        levelRuleVersion: backfillState.levelRuleVersion,
+      })
       .from(backfillState)
       .where(eq(backfillState.asset, asset));
     return rows[0] ?? null;
@@ -191,19 +213,31 @@ export class HistoryRepo {
   }
 
   /**
-   * Sets `level_rule` on stored changes (by row id) where it is still null, in one statement;
-   * a row that has one already is left as it is, and nothing else of a row is touched.
+   * Sets `level_rule` on stored changes of `asset` (by row id) where it is still null, in one
+   * statement, and records in the asset's backfill state that the fill is done for model
+   * `modelVersion` (`level_rule_version`), both in one transaction: a failure leaves neither.
+   * A row that has a rule already is left as it is, and nothing else of a row is touched; an
+   * asset without a backfill state gets no record (there is no row to hold it).
    * @returns the number of rows updated.
    */
-  async fillLevelRules(fills: { id: number; level_rule: LevelRule }[]): Promise<number> {
-    if (fills.length === 0) return 0;
-    const payload = JSON.stringify(fills.map((f) => ({ id: f.id, rule: f.level_rule })));
-    const res = (await this.db.execute(sql`
-      UPDATE signal_history AS h SET level_rule = v.rule
-      FROM jsonb_to_recordset(${payload}::jsonb) AS v(id bigint, rule jsonb)
-      WHERE h.id = v.id AND h.level_rule IS NULL
-      RETURNING h.id`)) as unknown as { rows: { id: number }[] };
-    return res.rows.length;
+  async fillLevelRules(asset: string, modelVersion: string, fills: { id: number; level_rule: LevelRule }[]): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      await tx
+        .update(backfillState)
+        .set({ levelRuleVersion: modelVersion, updatedAt: sql`now()` })
+        .where(eq(backfillState.asset, asset));
+      let filled = 0;
+      if (fills.length > 0) {
+        const payload = JSON.stringify(fills.map((f) => ({ id: f.id, rule: f.level_rule })));
+        const res = (await tx.execute(sql`
+          UPDATE signal_history AS h SET level_rule = v.rule
+          FROM jsonb_to_recordset(${payload}::jsonb) AS v(id bigint, rule jsonb)
+          WHERE h.id = v.id AND h.asset = ${asset} AND h.level_rule IS NULL
+          RETURNING h.id`)) as unknown as { rows: { id: number }[] };
+        filled = res.rows.length;
+      }
+      return filled;
+    });
   }
 
   /** Upserts the served snapshot of each asset for one as-of day. */

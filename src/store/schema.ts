@@ -99,11 +99,15 @@ export const signalSnapshots = pgTable(
 /**
  * Backfill progress per asset: the history is complete through `through_date` for the
  * dataset fingerprint and engine version recorded, so a restart does not redo it.
+ * `level_rule_version` is the engine version for which the backfill has filled the null
+ * `level_rule` of the asset's stored changes (rows from before migration 0008; migration
+ * 0009), so it does not look for them again; null until it has.
  */
 export const backfillState = pgTable('backfill_state', {
   asset: text('asset').primaryKey(),
   throughDate: date('through_date', { mode: 'string' }).notNull(),
   engineVersion: text('engine_version').notNull(),
+  levelRuleVersion: text('level_rule_version'),
   updatedAt: timestampDefaultNow('updated_at'),
 });
 

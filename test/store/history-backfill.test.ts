@@ -81,6 +81,10 @@ describe('signal history backfill', () => {
     try {
       const again = await runBackfill(second.market, second.repos.history);
       assert.ok(again.every((r) => r.skipped && r.inserted === 0));
+      assert.ok(
+        again.every((r) => !r.level_rule_checked),
+        'nor does it look again for changes without a level_rule: the first start recorded that there were none',
+      );
       assert.equal((await second.market.signalHistory('bitcoin', 365, 200)).value.entries.length, count);
     } finally {
       await second.stop();
@@ -157,13 +161,26 @@ describe('signal history backfill', () => {
     }
   });
 
-  test('a database from before level_rule: the backfill fills the rule of each stored change whose recomputed change matches, once; the others stay null', async () => {
+  test('a database from before level_rule: the backfill fills the rule of each stored change whose recomputed change matches, once per engine version; the others stay null', async () => {
     const db = await openDatabase({ pgliteDir: 'memory://' });
     try {
       const repo = new HistoryRepo(db.db);
       const market = await MarketService.create(new DatasetProvider(path.join(ROOT_DIR, 'data')), repo);
-      await runBackfill(market, repo);
+      const fresh = await runBackfill(market, repo);
       const assets = market.data.assets.map((a) => a.asset);
+      assert.ok(
+        fresh.every((r) => r.level_rule_checked && r.level_rule_filled === 0 && r.level_rule_left_null === 0),
+        'a new database: nothing to fill',
+      );
+      const fillRecords = async () =>
+        (await db.db.execute(sql`SELECT asset, level_rule_version FROM backfill_state ORDER BY asset`)) as unknown as {
+          rows: { asset: string; level_rule_version: string | null }[];
+        };
+      assert.deepEqual(
+        (await fillRecords()).rows,
+        [...assets].sort().map((asset) => ({ asset, level_rule_version: ENGINE_VERSION })),
+        'and the fill is recorded as done for the engine version',
+      );
       const all = async () =>
         new Map(
           await Promise.all(
@@ -172,9 +189,11 @@ describe('signal history backfill', () => {
         );
       const before = await all();
       const total = [...before.values()].reduce((n, rows) => n + rows.length, 0);
-      // As an earlier version left it: no rule on any row. One BTC row's stored score differs
-      // from what is computed now (as a day recomputed differently would): it must stay null.
+      // As an earlier version left it: no rule on any row, no fill recorded (migration 0009's
+      // column is null). One BTC row's stored score differs from what is computed now (as a
+      // day recomputed differently would): it must stay null.
       await db.db.execute(sql`UPDATE signal_history SET level_rule = NULL`);
+      await db.db.execute(sql`UPDATE backfill_state SET level_rule_version = NULL`);
       const odd = before.get('bitcoin')![5]!;
       await db.db.execute(
         sql`UPDATE signal_history SET score = score + 0.0001 WHERE asset = 'bitcoin' AND changed_at = ${odd.changed_at} AND model_version = ${ENGINE_VERSION}`,
@@ -184,6 +203,7 @@ describe('signal history backfill', () => {
         res.every((r) => r.skipped && r.inserted === 0),
         'the history itself was already backfilled',
       );
+      assert.ok(res.every((r) => r.level_rule_checked));
       assert.equal(
         res.reduce((n, r) => n + r.level_rule_filled, 0),
         total - 1,
@@ -202,16 +222,35 @@ describe('signal history backfill', () => {
             assert.deepEqual({ ...r, score: was.score, level_rule: was.level_rule }, was, 'and the rest of it');
           } else assert.deepEqual(r, was, `${a} ${r.changed_at}: the rule filled, nothing else changed`);
         }
-      // Once: the next run fills nothing more and reports the row still left null.
+      assert.ok(
+        (await fillRecords()).rows.every((r) => r.level_rule_version === ENGINE_VERSION),
+        'the fill is recorded for every asset',
+      );
+      // Once: the next run does not look for rows without a rule. A matching row whose rule
+      // is removed now stays null, which it would not if the run queried and filled again.
+      const eth = before.get('ethereum')![3]!;
+      const dropRule = () =>
+        db.db.execute(
+          sql`UPDATE signal_history SET level_rule = NULL WHERE asset = 'ethereum' AND changed_at = ${eth.changed_at} AND model_version = ${ENGINE_VERSION}`,
+        );
+      const ethRule = async () => (await repo.listChanges('ethereum', eth.changed_at, eth.changed_at, 1, ENGINE_VERSION))[0]!.level_rule;
+      await dropRule();
       const again = await runBackfill(market, repo);
-      assert.equal(
-        again.reduce((n, r) => n + r.level_rule_filled, 0),
-        0,
+      assert.ok(
+        again.every((r) => !r.level_rule_checked && r.level_rule_filled === 0 && r.level_rule_left_null === 0),
+        'the second run neither looks nor fills',
       );
-      assert.equal(
-        again.reduce((n, r) => n + r.level_rule_left_null, 0),
-        1,
+      assert.equal(await ethRule(), null, 'not filled: the run did not look');
+      assert.equal((await repo.listChanges('bitcoin', odd.changed_at, odd.changed_at, 1, ENGINE_VERSION))[0]!.level_rule, null);
+      // A fill recorded for another engine version is looked at again, once.
+      await db.db.execute(sql`UPDATE backfill_state SET level_rule_version = 'signals-v0' WHERE asset = 'ethereum'`);
+      const other = await runBackfill(market, repo);
+      assert.deepEqual(
+        other.filter((r) => r.level_rule_checked).map((r) => [r.asset, r.level_rule_filled, r.level_rule_left_null]),
+        [['ethereum', 1, 0]],
       );
+      assert.deepEqual(await ethRule(), eth.level_rule);
+      assert.ok((await fillRecords()).rows.every((r) => r.level_rule_version === ENGINE_VERSION));
     } finally {
       await db.close();
     }

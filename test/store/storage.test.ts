@@ -139,13 +139,22 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
         .select({ id: signalHistory.id })
         .from(signalHistory)
         .where(and(eq(signalHistory.modelVersion, 'v-test'), eq(signalHistory.changedAt, '2024-01-01')));
+      assert.equal((await repo.backfillState('bitcoin'))!.levelRuleVersion, null, 'no fill recorded yet');
+      // A failing fill records nothing (the record and the fills are one transaction).
+      await assert.rejects(repo.fillLevelRules('bitcoin', 'v-old', [{ id: 'not an id' as unknown as number, level_rule: rule }]));
+      assert.equal((await repo.backfillState('bitcoin'))!.levelRuleVersion, null, 'a failed fill records nothing');
+      assert.equal((await repo.changesWithoutRule('v-old')).get('bitcoin')!.length, 1, 'and fills nothing');
+      // Only the named asset's rows are filled; an asset without a backfill state gets no record.
+      assert.equal(await repo.fillLevelRules('ethereum', 'v-old', [{ id: row!.id, level_rule: rule }]), 0);
+      assert.equal(await repo.backfillState('ethereum'), null);
       assert.equal(
-        await repo.fillLevelRules([
+        await repo.fillLevelRules('bitcoin', 'v-old', [
           { id: row!.id, level_rule: rule },
           { id: ruled!.id, level_rule: { ...rule, explanation: 'not written: this row has a rule' } },
         ]),
         1,
       );
+      assert.equal((await repo.backfillState('bitcoin'))!.levelRuleVersion, 'v-old', 'the fill is recorded for its model version');
       assert.deepEqual((await repo.listChanges('bitcoin', '2024-01-01', '2024-01-01', 1, 'v-old'))[0]!.level_rule, rule);
       assert.deepEqual(
         (await repo.listChanges('bitcoin', '2024-01-01', '2024-01-01', 1, 'v-test'))[0]!.level_rule,
@@ -153,10 +162,12 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
         'a row that has a rule keeps it',
       );
       assert.equal((await repo.changesWithoutRule('v-old')).size, 0);
-      assert.equal(await repo.fillLevelRules([]), 0);
+      // Nothing to fill still records the fill.
+      assert.equal(await repo.fillLevelRules('bitcoin', 'v-test', []), 0);
       assert.equal(listed[2]!.previous_signal, null);
-      assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test' });
-      assert.deepEqual(await repo.backfillStates(), new Map([['bitcoin', { throughDate: '2024-02-10', engineVersion: 'v-test' }]]));
+      const state = { throughDate: '2024-02-10', engineVersion: 'v-test', levelRuleVersion: 'v-test' };
+      assert.deepEqual(await repo.backfillState('bitcoin'), state);
+      assert.deepEqual(await repo.backfillStates(), new Map([['bitcoin', state]]));
       // Window and limit.
       assert.deepEqual(
         (await repo.listChanges('bitcoin', '2024-01-02', '2024-01-31', 10, 'v-test')).map((r) => r.changed_at),
@@ -177,7 +188,11 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
         3,
         'the old version keeps its rows',
       );
-      assert.deepEqual(await repo.backfillState('bitcoin'), { throughDate: '2024-02-10', engineVersion: 'v-test-2' });
+      assert.deepEqual(
+        await repo.backfillState('bitcoin'),
+        { throughDate: '2024-02-10', engineVersion: 'v-test-2', levelRuleVersion: 'v-test' },
+        "storing keeps the fill's record: the new version's fill is still to do",
+      );
     });
 
     test('a failing batch leaves no half-written state', async (t) => {

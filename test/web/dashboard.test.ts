@@ -423,8 +423,40 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
       /^Condition 1, value: must be at most 1e12 for metric 'price_usd' \(USD, the cap of every thesis price\), got 1e13: give a price at most 1e12$/,
     );
     assert.equal(await cond.locator('.c-value').getAttribute('aria-invalid'), 'true');
+    assert.equal(await cond.locator('.c-value').getAttribute('aria-describedby'), 'thesis-msg');
     assert.equal(await page.evaluate(() => document.activeElement?.classList.contains('c-value')), true);
+    // Edited: a condition's mark and the message go too.
+    await cond.locator('.c-value').fill('1');
+    assert.equal(await cond.locator('.c-value').getAttribute('aria-invalid'), null);
+    assert.equal(await cond.locator('.c-value').getAttribute('aria-describedby'), null);
+    assert.equal(await page.textContent('#thesis-form .msg'), '');
+    // A refused operator (conditions.0.operator) marks the row's operator: a second row's
+    // refused value is named by its own row.
+    await cond.locator('.c-metric').selectOption('signal');
+    await cond.locator('.c-op').selectOption('lt');
+    await cond.locator('.c-value').fill('strong_sell');
+    await page.click('#create-thesis');
+    await page.waitForFunction(() => /^Condition 1, operator/.test(document.querySelector('#thesis-form .msg')?.textContent ?? ''));
+    assert.match((await page.textContent('#thesis-form .msg')) ?? '', /^Condition 1, operator: signal lt strong_sell would never hold/);
+    assert.equal(await cond.locator('.c-op').getAttribute('aria-invalid'), 'true');
+    assert.equal(await cond.locator('.c-op').getAttribute('aria-describedby'), 'thesis-msg');
+    assert.equal(await page.evaluate(() => document.activeElement?.classList.contains('c-op')), true);
+    await cond.locator('.c-op').selectOption('eq');
+    assert.equal(await cond.locator('.c-op').getAttribute('aria-invalid'), null);
+    assert.equal(await page.textContent('#thesis-form .msg'), '');
+    await page.click('#add-condition');
+    const second = page.locator('#conditions .cond').nth(1);
+    await second.locator('.c-metric').selectOption('price_usd');
+    await second.locator('.c-value').fill('1e13');
+    await page.click('#create-thesis');
+    await page.waitForFunction(() => /^Condition 2/.test(document.querySelector('#thesis-form .msg')?.textContent ?? ''));
+    assert.match((await page.textContent('#thesis-form .msg')) ?? '', /^Condition 2, value: must be at most 1e12/);
+    assert.equal(await second.locator('.c-value').getAttribute('aria-invalid'), 'true');
+    assert.equal(await cond.locator('.c-value').getAttribute('aria-invalid'), null, "the first row's value is not marked");
+    await second.getByRole('button', { name: 'Remove' }).click();
     // Corrected and sent again: the thesis is stored, no mark is left.
+    await cond.locator('.c-metric').selectOption('price_usd');
+    await cond.locator('.c-op').selectOption('gt');
     await cond.locator('.c-value').fill('1');
     await page.click('#create-thesis');
     const mine = page.locator('#theses-list article.thesis', { hasText: 'stop already hit' });
@@ -433,8 +465,8 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
     await mine.getByRole('button', { name: /Delete thesis/ }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
     await mine.waitFor({ state: 'detached' });
-    // The two refused POSTs are the ones this test sent; nothing else failed.
-    assert.deepEqual(errors, [`400 ${base}/api/v1/thesis`, `400 ${base}/api/v1/thesis`]);
+    // The four refused POSTs are the ones this test sent; nothing else failed.
+    assert.deepEqual(errors, Array(4).fill(`400 ${base}/api/v1/thesis`));
     errors.splice(0); // this suite's later tests share the list
   });
 

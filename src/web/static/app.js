@@ -1372,10 +1372,10 @@ function lackingMetrics(asset, assets) {
 function conditionRow(container, lacking = () => ({})) {
   const metric = h(
     'select',
-    { 'aria-label': 'Metric', class: 'c-metric' },
+    { 'aria-label': 'Metric', class: 'c-metric', 'data-field': 'metric' },
     THESIS_METRICS.map((m) => h('option', { value: m, text: m })),
   );
-  const value = h('input', { 'aria-label': 'Value', class: 'c-value', required: true, size: 10 });
+  const value = h('input', { 'aria-label': 'Value', class: 'c-value', 'data-field': 'value', required: true, size: 10 });
   // The value box fits the metric: a number, or a level name the browser checks before sending.
   const LEVEL_NAMES = { signal: LEVELS, regime: CONFIG.regimeLevels };
   const fitValue = () => {
@@ -1405,12 +1405,12 @@ function conditionRow(container, lacking = () => ({})) {
   fitValue();
   const op = h(
     'select',
-    { 'aria-label': 'Operator', class: 'c-op' },
+    { 'aria-label': 'Operator', class: 'c-op', 'data-field': 'operator' },
     Object.entries(OPERATORS).map(([k, v]) => h('option', { value: k, text: `${v} (${k})` })),
   );
   const kind = h(
     'select',
-    { 'aria-label': 'Kind', class: 'c-kind' },
+    { 'aria-label': 'Kind', class: 'c-kind', 'data-field': 'kind' },
     h('option', { value: 'invalidation', text: 'invalidation' }),
     h('option', { value: 'warning', text: 'warning' }),
   );
@@ -1429,23 +1429,21 @@ function conditionRow(container, lacking = () => ({})) {
   return row;
 }
 
-/** The thesis form's input for each top-level field of POST /thesis (its id). */
-const THESIS_INPUTS = {
-  asset: 't-asset',
-  direction: 't-direction',
-  title: 't-title',
-  entry_price: 't-entry',
-  target_price: 't-target',
-  stop_price: 't-stop',
-  horizon_days: 't-horizon',
-};
-
 function thesesSection(assets) {
   const msg = h('p', { class: 'msg', role: 'status', id: 'thesis-msg' });
   const list = h('div', { id: 'theses-list' });
   const conds = h('div', { id: 'conditions' });
   const submit = h('button', { type: 'submit', id: 'create-thesis', text: 'Create thesis' });
-  const field = (id, label, input) => h('label', { for: id }, label, input);
+  /**
+   * A labelled input of the form for the POST /thesis field `name`: the input carries
+   * data-field (the API's name, as a refusal's details.field gives it) and data-label (the
+   * label's words, which the refusal's message says), so neither is looked up in the markup.
+   */
+  const field = (name, label, input) => {
+    input.dataset.field = name;
+    input.dataset.label = label;
+    return h('label', { for: input.id }, label, input);
+  };
   const form = h(
     'form',
     { class: 'stack', id: 'thesis-form' },
@@ -1453,7 +1451,7 @@ function thesesSection(assets) {
       'div',
       { class: 'row' },
       field(
-        't-asset',
+        'asset',
         'Asset',
         h(
           'select',
@@ -1462,19 +1460,19 @@ function thesesSection(assets) {
         ),
       ),
       field(
-        't-direction',
+        'direction',
         'Direction',
         h('select', { id: 't-direction' }, h('option', { value: 'long', text: 'long' }), h('option', { value: 'short', text: 'short' })),
       ),
     ),
-    field('t-title', 'Title', h('input', { id: 't-title', required: true, maxlength: 200 })),
+    field('title', 'Title', h('input', { id: 't-title', required: true, maxlength: 200 })),
     h(
       'div',
       { class: 'row' },
-      field('t-entry', 'Entry price (USD)', h('input', { id: 't-entry', type: 'number', step: 'any', min: 0 })),
-      field('t-target', 'Target price', h('input', { id: 't-target', type: 'number', step: 'any', min: 0 })),
-      field('t-stop', 'Stop price', h('input', { id: 't-stop', type: 'number', step: 'any', min: 0 })),
-      field('t-horizon', 'Horizon (days)', h('input', { id: 't-horizon', type: 'number', step: 1, min: 1, max: 3650 })),
+      field('entry_price', 'Entry price (USD)', h('input', { id: 't-entry', type: 'number', step: 'any', min: 0 })),
+      field('target_price', 'Target price', h('input', { id: 't-target', type: 'number', step: 'any', min: 0 })),
+      field('stop_price', 'Stop price', h('input', { id: 't-stop', type: 'number', step: 'any', min: 0 })),
+      field('horizon_days', 'Horizon (days)', h('input', { id: 't-horizon', type: 'number', step: 1, min: 1, max: 3650 })),
     ),
     h(
       'fieldset',
@@ -1505,7 +1503,9 @@ function thesesSection(assets) {
   /**
    * Shows a refused thesis in the form's words. A 400 that names a field (`details.field`,
    * e.g. stop_price or conditions.0.value) is said by that input's label ("Stop price: ..."
-   * rather than "Invalid body field 'stop_price': ..."); the input is marked aria-invalid,
+   * rather than "Invalid body field 'stop_price': ..."): the input whose data-field is the
+   * field's name (a condition's, in the condition's row), by its data-label (a condition's, as
+   * "Condition N, " and its aria-label). The input is marked aria-invalid,
    * described by the message (aria-describedby) and focused once the message is there; the
    * mark and the message go when it is edited. Any other failure is said as the API words it.
    */
@@ -1514,16 +1514,17 @@ function thesesSection(assets) {
     const field = r.body?.error?.details?.field;
     const cond = typeof field === 'string' ? /^conditions\.(\d+)\.(metric|operator|value|kind)$/.exec(field) : null;
     const row = cond ? conds.querySelectorAll('.cond')[Number(cond[1])] : null;
+    // A top-level field is never a condition's input (whose data-field is within its row).
     const input =
       r.status !== 400 || typeof field !== 'string'
         ? null
         : cond
-          ? row?.querySelector(`.c-${cond[2] === 'operator' ? 'op' : cond[2]}`)
-          : form.querySelector(`#${THESIS_INPUTS[field] ?? 'none'}`);
+          ? row?.querySelector(`[data-field="${cond[2]}"]`)
+          : form.querySelector(`[data-field="${CSS.escape(field)}"]:not(.cond *)`);
     if (!input) return say(msg, message, 'error');
     const label = cond
       ? `Condition ${Number(cond[1]) + 1}, ${(input.getAttribute('aria-label') ?? cond[2]).toLowerCase()}`
-      : form.querySelector(`label[for="${input.id}"]`).firstChild.textContent;
+      : input.dataset.label;
     const reason = message.replace(/^Invalid body field '[^']*': /, '');
     say(msg, `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`, 'error');
     input.setAttribute('aria-invalid', 'true');

@@ -1,0 +1,1 @@
+ALTER TABLE "backfill_state" ADD COLUMN "level_rule_version" text;
