@@ -4,7 +4,7 @@ import { adminSocketPath, startAdminChannel } from './admin/channel.ts';
 import { lazyIdentity, type LazyIdentity } from './auth/identity-lazy.ts';
 import type { JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import type { JwtCheck } from './auth/jwt-check.ts';
+import { IdentityProviderUnavailableError, type JwtCheck, SessionEndedError } from './auth/jwt-check.ts';
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
 import { memoRetrying, OutageLog } from './errors.ts';
@@ -37,11 +37,32 @@ async function bounded(check: () => Promise<boolean>, ms: number): Promise<boole
 /**
  * The embedded provider's JWT check, with JOSE (src/auth/jwt.ts) imported on the first token
  * to verify rather than at start-up (a token only exists after a sign-in). A failed import
- * is not kept: the next token tries again.
+ * is not kept: the next token tries again. A valid token that names its sign-in session
+ * (`sid`, src/auth/identity.ts) is refused with SessionEndedError once that session has ended
+ * (`sessionActive` false: signed out, revoked, expired), so a sign-out ends the JWTs taken
+ * from it at once rather than when they expire (IDP_JWT_TTL). A token without `sid` (issued
+ * before it was added) keeps its expiry. The session look-up failing (database unreachable)
+ * is IdentityProviderUnavailableError: 503, not the token's fault.
  */
-function lazyJwtVerifier(opts: { issuer: string; audience: string; jwks: JWTVerifyGetKey }): JwtCheck {
+function lazyJwtVerifier(
+  opts: { issuer: string; audience: string; jwks: JWTVerifyGetKey },
+  sessionActive: (sid: string, userId: string) => Promise<boolean>,
+): JwtCheck {
   const check = memoRetrying(() => import('./auth/jwt.ts').then((m) => m.createJwtVerifier(opts)));
-  return { verify: (token) => check().then((c) => c.verify(token)) };
+  return {
+    verify: async (token) => {
+      const claims = await check().then((c) => c.verify(token));
+      if (claims.sid === null) return claims;
+      let open: boolean;
+      try {
+        open = await sessionActive(claims.sid, claims.sub);
+      } catch {
+        throw new IdentityProviderUnavailableError('The identity provider could not check the sign-in session');
+      }
+      if (!open) throw new SessionEndedError('The sign-in session of this token has ended');
+      return claims;
+    },
+  };
 }
 
 /** Host names /mcp accepts besides loopback: PUBLIC_URL's host and MCP_ALLOWED_HOSTS. */
@@ -102,7 +123,11 @@ export async function createService(
         logPhase(core.log, 'identity', 'embedded identity provider ready', t0, { issuer: real.issuer });
         return real;
       });
-      core.access.useJwtVerifier(lazyJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }));
+      core.access.useJwtVerifier(
+        lazyJwtVerifier({ issuer: identity.issuer, audience: identity.audience, jwks: identity.jwks }, (sid, userId) =>
+          core.repos.users.sessionActive(sid, userId),
+        ),
+      );
     }
     // One log of dependency outages for REST, MCP and the dashboard: a line per 10 s, not per request.
     const outageLog = new OutageLog();

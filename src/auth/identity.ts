@@ -188,8 +188,11 @@ export async function createEmbeddedIdentity(opts: {
           issuer,
           audience: opts.audience,
           expirationTime: IDP_JWT_TTL,
-          // Only what the API needs; `sub` (the user id) is added by the plugin.
-          definePayload: ({ user }) => ({ email: user.email }),
+          // Only what the API needs; `sub` (the user id) is added by the plugin. `sid`, the
+          // sign-in session's id (not its token), lets the API refuse the JWT once that session
+          // has ended (signed out or revoked) instead of for the rest of its 15 minutes
+          // (src/server.ts `lazyJwtVerifier`).
+          definePayload: ({ user, session }) => ({ email: user.email, sid: session.id }),
         },
         schema: { jwks: { modelName: AUTH_MODELS.jwks } },
       }),

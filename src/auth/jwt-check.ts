@@ -7,8 +7,12 @@
 
 /** Verifies the JWT of a signed-in user; rejects with AuthError (IdentityProviderUnavailableError when the provider cannot be reached). */
 export interface JwtCheck {
-  /** @returns the subject (user id) and the `email` claim (or null). */
-  verify(token: string): Promise<{ sub: string; email: string | null }>;
+  /**
+   * @returns the subject (user id), the `email` claim (or null) and the `sid` claim (the
+   *   embedded provider's sign-in session id; null in a token without one, e.g. an external
+   *   provider's).
+   */
+  verify(token: string): Promise<{ sub: string; email: string | null; sid: string | null }>;
 }
 
 /** A JWT was refused; the message is safe to show (it never contains the token). */
@@ -19,4 +23,12 @@ export class AuthError extends Error {
 /** The identity provider (discovery document or JWKS) could not be reached: not the token's fault. */
 export class IdentityProviderUnavailableError extends AuthError {
   override name = 'IdentityProviderUnavailableError';
+}
+
+/**
+ * A valid JWT of the embedded provider whose sign-in session has ended (signed out, revoked
+ * or expired): the token is refused before its own expiry (src/server.ts `lazyJwtVerifier`).
+ */
+export class SessionEndedError extends AuthError {
+  override name = 'SessionEndedError';
 }

@@ -1,7 +1,7 @@
 import { createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
-import { AuthError, IdentityProviderUnavailableError, type JwtCheck } from './jwt-check.ts';
+import { AuthError, IdentityProviderUnavailableError, type JwtCheck, SessionEndedError } from './jwt-check.ts';
 
-export { AuthError, IdentityProviderUnavailableError, type JwtCheck };
+export { AuthError, IdentityProviderUnavailableError, type JwtCheck, SessionEndedError };
 
 /** Network failures and JWKS time-outs, as opposed to a token that fails verification. */
 function isUnreachable(e: unknown): boolean {
@@ -32,7 +32,8 @@ export const CLOCK_TOLERANCE_SEC = 5;
  * `<issuer>/.well-known/openid-configuration` (whose `issuer` must equal the configured one)
  * on first use; a failed discovery is retried on the next call. jose refetches the JWKS on an
  * unknown `kid` (rate-limited), so key rotation needs no restart.
- * @returns a checker whose `verify(token)` resolves to `{sub, email}` (email from the `email`
+ * @returns a checker whose `verify(token)` resolves to `{sub, email, sid}` (sid from the `sid`
+ *   claim, or null; email from the `email`
  *   claim, or null) or rejects with AuthError.
  */
 export function createJwtVerifier(opts: { issuer: string; audience: string; jwks?: JWTVerifyGetKey }): JwtCheck {
@@ -69,7 +70,11 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
           requiredClaims: ['exp', 'sub'],
         });
         if (typeof payload.sub !== 'string' || payload.sub === '') throw new AuthError('Invalid token subject');
-        return { sub: payload.sub, email: typeof payload.email === 'string' ? payload.email : null };
+        return {
+          sub: payload.sub,
+          email: typeof payload.email === 'string' ? payload.email : null,
+          sid: typeof payload.sid === 'string' && payload.sid !== '' ? payload.sid : null,
+        };
       } catch (e) {
         if (isUnreachable(e)) throw new IdentityProviderUnavailableError('The identity provider could not be reached');
         throw new AuthError('Invalid or expired token');

@@ -1,5 +1,5 @@
 import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
-import { IdentityProviderUnavailableError, type JwtCheck } from '../auth/jwt-check.ts';
+import { IdentityProviderUnavailableError, type JwtCheck, SessionEndedError } from '../auth/jwt-check.ts';
 import { TIER_LIMITS, type Tier } from '../auth/tiers.ts';
 import { ServiceError, unexpectedError } from '../errors.ts';
 import { type Admission, type Budget, type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
@@ -169,6 +169,7 @@ export const MESSAGES = {
     'Invalid API key: API endpoints and MCP take an API key (Authorization: Bearer svc_live_...), not a JWT or other token; JWTs are for key management (/api/v1/keys/...) and theses. Create a key at /signin',
   invalidJwt: `Invalid or expired token: get a fresh JWT; ${GET_A_JWT}`,
   idpDown: 'The identity provider could not be reached; try again shortly',
+  sessionEnded: `The sign-in session this JWT was issued for has ended (signed out, revoked or expired): sign in again; ${GET_A_JWT}`,
   tooManyFailures: (retryAfterSec: number) =>
     `Too many failed authentication attempts from this address: try again in ${waitFor(retryAfterSec)}, with a valid key`,
   tierRequired: (tiers: readonly Tier[], tier: Tier) =>
@@ -354,6 +355,7 @@ export class Access {
     } catch (e) {
       // Not the caller's fault: 503, and no failed-authentication count against its address.
       if (e instanceof IdentityProviderUnavailableError) throw new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown);
+      if (e instanceof SessionEndedError) throw new ServiceError('UNAUTHORIZED', MESSAGES.sessionEnded, { reason: 'session_ended' });
       throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt, { reason: 'invalid_jwt' });
     }
     const tier = (await this.#deps.userTier(claims.sub)) ?? 'free';

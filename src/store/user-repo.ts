@@ -1,7 +1,7 @@
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, gt, sql } from 'drizzle-orm';
 import type { PlanTier } from '../auth/tiers.ts';
 import type { Db } from './db.ts';
-import { authUser } from './auth-schema.ts';
+import { authSession, authUser } from './auth-schema.ts';
 import { appUsers } from './schema.ts';
 
 /**
@@ -19,6 +19,19 @@ export class UserRepo {
       .onConflictDoUpdate({ target: appUsers.id, set: email ? { email, updatedAt: sql`now()` } : { updatedAt: sql`now()` } })
       .returning({ id: appUsers.id, email: appUsers.email, tier: appUsers.tier });
     return rows[0]!;
+  }
+
+  /**
+   * Whether the embedded identity provider's sign-in session `sessionId` (a JWT's `sid`) is
+   * still open for user `userId`: its row exists (sign-out and revoke delete it) and has not
+   * expired.
+   */
+  async sessionActive(sessionId: string, userId: string): Promise<boolean> {
+    const rows = await this.db
+      .select({ id: authSession.id })
+      .from(authSession)
+      .where(and(eq(authSession.id, sessionId), eq(authSession.userId, userId), gt(authSession.expiresAt, sql`now()`)));
+    return rows.length > 0;
   }
 
   /** The user's tier, or null when unknown. */

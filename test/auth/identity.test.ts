@@ -79,6 +79,7 @@ let sessionToken = '';
 let signedSessionToken = '';
 let sessionCookie = '';
 let jwt = '';
+let madeKey = '';
 
 test('sign-up with email + password creates the account (then sign in); a second sign-up answers alike', async () => {
   const res = await post('/auth/sign-up/email', { name: 'Alice', email: EMAIL, password: PASSWORD });
@@ -134,6 +135,9 @@ test('GET /auth/token turns the session into a 15-minute JWT for the API audienc
   assert.equal(claims.email, EMAIL.toLowerCase());
   assert.equal(claims.exp! - claims.iat!, 15 * 60);
   assert.equal(claims.name, undefined, 'only the claims the API needs');
+  // The sign-in session's id (not its token: no credential in a JWT), for the sign-out check.
+  assert.equal(typeof claims.sid, 'string');
+  assert.ok(![sessionToken, signedSessionToken].includes(claims.sid as string));
 
   // The raw session token (bearer plugin) and the session cookie work too.
   const raw = await fetch(`${base}/auth/token`, { headers: { authorization: `Bearer ${sessionToken}` } });
@@ -163,6 +167,7 @@ test('the JWT creates an API key (201) and the key reads /api/v1/signals', async
   const signals = await fetch(`${base}/api/v1/signals`, { headers: { authorization: `Bearer ${body.data.key}` } });
   assert.equal(signals.status, 200);
   assert.equal(signals.headers.get('x-service-tier') ?? 'free', 'free');
+  madeKey = body.data.key;
 
   // The keys are the user's: listed with the same JWT.
   const list = await fetch(`${base}/api/v1/keys`, { headers: { authorization: `Bearer ${jwt}` } });
@@ -207,7 +212,7 @@ test('discovery document and JWKS are served, and a verifier finds the keys by d
   assert.equal(key.d, undefined, 'no private part');
 
   const verifier = createJwtVerifier({ issuer: base, audience: AUDIENCE });
-  assert.deepEqual(await verifier.verify(jwt), { sub: userId, email: EMAIL.toLowerCase() });
+  assert.deepEqual(await verifier.verify(jwt), { sub: userId, email: EMAIL.toLowerCase(), sid: decodeJwt(jwt).sid });
   await assert.rejects(createJwtVerifier({ issuer: base, audience: 'another-api' }).verify(jwt), AuthError);
 });
 
@@ -230,11 +235,27 @@ test('pages: /signin is the dashboard page with a strict CSP; auth routes stay o
   );
 });
 
-test('sign-out ends the session: no more JWTs from it', async () => {
+test('sign-out ends the session: no more JWTs from it, and the JWTs taken from it are refused at once', async () => {
+  const keysWith = (token: string) => fetch(`${base}/api/v1/keys`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal((await keysWith(jwt)).status, 200, 'the JWT works before the sign-out');
+  assert.ok(madeKey, 'a key made with this JWT earlier');
   const res = await fetch(`${base}/auth/sign-out`, { method: 'POST', headers: { cookie: sessionCookie, origin: base } });
   assert.equal(res.status, 200, await res.clone().text());
   const after = await fetch(`${base}/auth/token`, { headers: { cookie: sessionCookie } });
   assert.equal(after.status, 401);
+  // The JWT has 15 minutes to run, but its session has ended.
+  const refused = await keysWith(jwt);
+  assert.equal(refused.status, 401);
+  assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer /);
+  const body = (await refused.json()) as { error: { code: string; message: string; details: { reason: string } } };
+  assert.equal(body.error.code, 'UNAUTHORIZED');
+  assert.equal(body.error.details.reason, 'session_ended');
+  assert.match(
+    body.error.message,
+    /^The sign-in session this JWT was issued for has ended \(signed out, revoked or expired\): sign in again/,
+  );
+  // API keys are not sessions: the key made with that JWT still reads the API.
+  assert.equal((await fetch(`${base}/api/v1/signals`, { headers: { authorization: `Bearer ${madeKey}` } })).status, 200);
 });
 
 test('a cookie-carrying POST from a foreign origin is refused (CSRF)', async () => {

@@ -48,8 +48,9 @@ function claims(sub = 'user-1'): Record<string, unknown> {
   return { sub, email: `${sub}@example.com`, iss: idp.issuer, aud: idp.audience, iat: now(), exp: now() + 600 };
 }
 
-test('accepts a valid token found by discovery and returns sub and email', async () => {
-  assert.deepEqual(await verifier.verify(await idp.token('user-1')), { sub: 'user-1', email: 'user-1@example.com' });
+test('accepts a valid token found by discovery and returns sub, email and sid (null without the claim)', async () => {
+  assert.deepEqual(await verifier.verify(await idp.token('user-1')), { sub: 'user-1', email: 'user-1@example.com', sid: null });
+  assert.equal((await verifier.verify(await idp.token('user-1', { sid: 'session-7' }))).sid, 'session-7');
   // exp within the 5 s clock tolerance still passes
   assert.equal((await verifier.verify(await idp.token('user-2', { exp: now() - 2 }))).sub, 'user-2');
 });

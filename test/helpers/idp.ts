@@ -13,7 +13,7 @@ export interface TestIdp {
   /** Signs a JWT for `sub` with this IdP's key; `over` changes claims or header fields (`exp: null` leaves `exp` out). */
   token(
     sub: string,
-    over?: { email?: string; iss?: string; aud?: string; exp?: number | null; nbf?: number; kid?: string; alg?: string },
+    over?: { email?: string; sid?: string; iss?: string; aud?: string; exp?: number | null; nbf?: number; kid?: string; alg?: string },
   ): Promise<string>;
   publicJwk: JWK;
   close(): Promise<void>;
@@ -42,7 +42,7 @@ export async function startTestIdp(audience = 'market-intel-api'): Promise<TestI
     audience,
     publicJwk,
     async token(sub, over = {}) {
-      const jwt = new SignJWT({ email: over.email ?? `${sub}@example.com` })
+      const jwt = new SignJWT({ email: over.email ?? `${sub}@example.com`, ...(over.sid === undefined ? {} : { sid: over.sid }) })
         .setProtectedHeader({ alg: 'RS256', kid: over.kid ?? 'test-key-1' })
         .setSubject(sub)
         .setIssuer(over.iss ?? issuer)
