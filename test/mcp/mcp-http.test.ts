@@ -354,6 +354,14 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       "Invalid argument 'end': 2025-10-01 is after the as-of day 2025-09-30; give 2025-09-30 or earlier (or leave it out)",
     );
     assert.deepEqual(late.details, { field: 'end' });
+    // A day before the history's epoch is named too, as REST names it.
+    const early = toolError(
+      (await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', end: '1900-01-01' } })) as CallToolResult,
+    );
+    assert.equal(
+      early.message,
+      "Invalid argument 'end': 1900-01-01 is before 1970-01-01: the stored history starts later; give a later day",
+    );
     // A missing required argument says so.
     const missing = toolError((await c.callTool({ name: 'get_signal_history', arguments: {} })) as CallToolResult);
     assert.equal(missing.message, "Invalid argument 'asset': required, expected string");
