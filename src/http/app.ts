@@ -14,6 +14,7 @@ import Fastify, {
 } from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
+import { KEY_PREFIX } from '../auth/api-keys.ts';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
 import { fieldMessage, loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
@@ -107,6 +108,18 @@ const bodyOptionalAware: typeof validatorCompiler = (route) => {
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/** An API key written into a path (`/api/v1/signals/svc_live_...`, a paste in the wrong place). */
+const KEY_IN_PATH = new RegExp(`${KEY_PREFIX}([A-Za-z0-9]{0,4})[A-Za-z0-9]*`, 'g');
+
+/**
+ * The path of a request as the access log writes it: without its query string, and with any
+ * API key in it cut to its display prefix (`svc_live_` + 4 characters, as key lists show it),
+ * so that a key pasted into a URL does not end up whole in the log.
+ */
+function loggedPath(url: string): string {
+  return pathOf(url).replace(KEY_IN_PATH, `${KEY_PREFIX}$1...`);
 }
 
 /**
@@ -241,7 +254,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     reply.header('X-Request-Id', req.id);
     done();
   });
-  // Access log: method, path (no query string, which could carry secrets), status, time, tier,
+  // Access log: method, path (no query string, which could carry secrets, and no API key pasted
+  // into the path: loggedPath), status, time, tier,
   // and who called: the key's id (as GET /api/v1/keys lists it; never the key) or the
   // signed-in user's id, so an operator can tell which key made which requests.
   app.addHook('onResponse', (req, reply, done) => {
@@ -249,7 +263,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     req.log.info(
       {
         method: req.method,
-        path: pathOf(req.url),
+        path: loggedPath(req.url),
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         tier: c?.tier,

@@ -270,6 +270,24 @@ describe('secrets', { skip: SKIP }, () => {
     assert.ok(!logs.includes(jwt.split('.')[2]!), 'JWT found in the logs');
   });
 
+  test('a key pasted into a path is logged by its display prefix only', async () => {
+    const jwt = await idp.token('user-key-in-path', { email: 'key-in-path@example.com' });
+    const k = await newKey(jwt);
+    const from = logLines.length;
+    // A key where an asset or a thesis id goes, and on a path that matches no route.
+    expectError(await get(`/api/v1/signals/${k.key}`), 404, 'NOT_FOUND');
+    expectError(await call('GET', `/api/v1/thesis/${k.key}`, k.key), 404, 'NOT_FOUND');
+    expectError(await get(`/api/v1/${k.key}/signals`), 404, 'NOT_FOUND');
+    const access = logLines
+      .slice(from)
+      .flatMap((l) => l.split('\n'))
+      .filter((l) => l.includes('request completed'))
+      .map((l) => (JSON.parse(l) as { path: string }).path);
+    const shown = `${k.key.slice(0, KEY_PREFIX.length + 4)}...`;
+    assert.deepEqual(access, [`/api/v1/signals/${shown}`, `/api/v1/thesis/${shown}`, `/api/v1/${shown}/signals`]);
+    assert.ok(!logLines.join('').includes(k.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'key found in the logs');
+  });
+
   test('the access log names the key (its id, never the key) or the signed-in user, over REST and MCP', async () => {
     const jwt = await idp.token('user-access-log', { email: 'access-log@example.com' });
     const k = await newKey(jwt);
