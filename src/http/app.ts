@@ -110,6 +110,9 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q);
 }
 
+/** The methods of the service's routes, for telling a wrong method from a wrong path. */
+const ROUTE_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
 /** An API key written into a path (`/api/v1/signals/svc_live_...`, a paste in the wrong place). */
 const KEY_IN_PATH = new RegExp(`${KEY_PREFIX}([A-Za-z0-9]{0,4})[A-Za-z0-9]*`, 'g');
 
@@ -329,21 +332,34 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
 
   metrics?.install(app);
 
-  const notFound = (req: FastifyRequest, reply: FastifyReply) =>
-    isPageNavigation(req)
-      ? pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
-          .header('cache-control', 'no-store')
-          .header('x-request-id', req.id)
-          .send(notFoundPage(pathOf(req.url)))
-      : sendError(
-          req,
-          reply,
-          404,
-          'NOT_FOUND',
-          `Route ${req.method} ${pathOf(req.url)} not found: the API reference at /docs lists every route and its methods`,
-          undefined,
-          asOf,
-        );
+  /**
+   * The methods a path takes when the request's method is not one of them (`POST
+   * /api/v1/regime`): the 404 then says which to use, instead of suggesting the route is missing.
+   */
+  const otherMethods = (req: FastifyRequest): string[] => {
+    const url = pathOf(req.url);
+    return ROUTE_METHODS.filter((method) => method !== req.method && app.findRoute({ method, url }) !== null);
+  };
+  const notFound = (req: FastifyRequest, reply: FastifyReply) => {
+    if (isPageNavigation(req))
+      return pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
+        .header('cache-control', 'no-store')
+        .header('x-request-id', req.id)
+        .send(notFoundPage(pathOf(req.url)));
+    const methods = otherMethods(req);
+    if (methods.length > 0) reply.header('allow', methods.join(', '));
+    return sendError(
+      req,
+      reply,
+      404,
+      'NOT_FOUND',
+      methods.length > 0
+        ? `Route ${req.method} ${pathOf(req.url)} not found: this path takes ${methods.join(' or ')}, not ${req.method} (the API reference at /docs lists every route and its methods)`
+        : `Route ${req.method} ${pathOf(req.url)} not found: the API reference at /docs lists every route and its methods`,
+      undefined,
+      asOf,
+    );
+  };
   app.setNotFoundHandler(notFound);
 
   await app.register(fastifySwagger, {

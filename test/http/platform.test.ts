@@ -80,6 +80,31 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     expectError(await get('/nothing/here'), 404, 'NOT_FOUND');
   });
 
+  test('a route asked with a method it does not take is a 404 that names the methods it takes (and Allow)', async () => {
+    for (const [method, url, takes] of [
+      ['POST', '/api/v1/regime', ['GET']],
+      ['DELETE', '/api/v1/signals', ['GET']],
+      ['POST', '/api/v1/keys', ['GET']],
+      ['PUT', '/api/v1/thesis/01a22592-e455-70bd-aeb9-182242be176f', ['GET', 'DELETE']],
+    ] as const) {
+      const r = await call(method, url, proKey);
+      expectError(r, 404, 'NOT_FOUND');
+      assert.equal(
+        r.body.error.message,
+        `Route ${method} ${url} not found: this path takes ${takes.join(' or ')}, not ${method} (the API reference at /docs lists every route and its methods)`,
+      );
+      assert.equal(r.headers.allow, takes.join(', '));
+    }
+    // A path no method takes keeps the plain message, without Allow.
+    const none = await call('POST', '/api/v1/nope', proKey);
+    expectError(none, 404, 'NOT_FOUND');
+    assert.equal(
+      none.body.error.message,
+      'Route POST /api/v1/nope not found: the API reference at /docs lists every route and its methods',
+    );
+    assert.equal(none.headers.allow, undefined);
+  });
+
   test('an unexpected exception is 500 INTERNAL_ERROR with no internals', async () => {
     const r = await get('/api/v1/__boom');
     expectError(r, 500, 'INTERNAL_ERROR');
