@@ -724,7 +724,13 @@ describe('MCP auth, tiers and limits', () => {
 
   test('Host and Origin are validated (DNS rebinding) and tokens in the query string are refused', async () => {
     const init = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
-    assert.equal((await rawMcp(init, { origin: 'http://evil.example' })).status, 403);
+    const evil = await rawMcp(init, { origin: 'http://evil.example' });
+    assert.equal(evil.status, 403);
+    // The refusal says what is accepted and which setting adds a host, as the Host refusal does.
+    assert.equal(
+      ((await evil.json()) as { error: { message: string } }).error.message,
+      "Origin 'http://evil.example' is not allowed (DNS-rebinding protection); accepted: loopback, PUBLIC_URL's host and the hosts in MCP_ALLOWED_HOSTS (the operator adds one there)",
+    );
     assert.equal((await rawMcp(init, { origin: 'null' })).status, 403);
     assert.equal((await rawMcp(init, { origin: base })).status, 200);
     const badHost = await new Promise<number>((resolve, reject) => {
