@@ -474,6 +474,9 @@ async function main(): Promise<void> {
     // Global flags may come before a command (`--as-of 2024-03-01 backfill`): `serve` is added
     // only when no command is named at all.
     const commands = new Set(['serve', 'mcp', 'backfill', 'backtest', 'ingest', 'users', 'help']);
+    // `help <unknown>`: Commander would print the whole help with no word about the name; drop
+    // `help` so that the name gets the unknown-command error (with its suggestion), exit 2.
+    if (args[0] === 'help' && args[1] !== undefined && !args[1].startsWith('-') && !commands.has(args[1])) args.shift();
     const named = args.some((a) => commands.has(a));
     if (args.length === 0 || (/^--(as-of|port|host|data-dir)(=|$)/.test(args[0]!) && !named)) args.unshift('serve');
     await program().parseAsync(args, { from: 'user' });

@@ -107,10 +107,14 @@ const EnvSchema = z.object({
     .string()
     .regex(isoDate, 'must be a date YYYY-MM-DD')
     // Date.parse rolls 2025-02-30 over to March 2: the day must read back as itself.
-    .refine((s) => {
-      const t = Date.parse(`${s}T00:00:00Z`);
-      return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s;
-    }, 'is not a calendar date: give a day that exists, YYYY-MM-DD')
+    // The value is named (a day is no secret), in the API's words for the same refusal.
+    .refine(
+      (s) => {
+        const t = Date.parse(`${s}T00:00:00Z`);
+        return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === s;
+      },
+      { error: (iss) => `${String(iss.input)} is not a calendar day: give a day that exists, YYYY-MM-DD` },
+    )
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Redis URL for shared rate limits across instances; unset = per-instance memory limits. */

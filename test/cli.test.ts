@@ -84,14 +84,19 @@ test('the node options of `npm start` and `npm run cli` are accepted by this Nod
 });
 
 test('an unknown command, an unknown option, a bad tier or email and `mcp` without --stdio exit 2 with a clear error', async () => {
-  const [cmd, opt, tier, missing, mcp, email] = await Promise.all([
+  const [cmd, opt, tier, missing, mcp, email, helpCmd] = await Promise.all([
     cli(['servr']),
     cli(['serve', '--prot', '3000']),
     cli(['users', 'set-tier', 'a@example.com', 'gold']),
     cli(['users', 'set-tier', 'a@example.com']),
     cli(['mcp']),
     cli(['users', 'set-tier', 'not-an-email', 'pro']),
+    cli(['help', 'servr']),
   ]);
+  // `help <unknown command>` names it, as the command itself would (not the whole help, silently).
+  assert.equal(helpCmd.code, 2);
+  assert.match(helpCmd.stderr, /unknown command 'servr'/);
+  assert.match(helpCmd.stderr, /Did you mean serve\?/);
   assert.equal(email.code, 2);
   assert.match(
     email.stderr,

@@ -35,7 +35,7 @@ test('a bad value names the variable', () => {
 
 test('AS_OF accepts a leap day and says why a day that does not exist is refused', () => {
   assert.equal(loadConfig({ AS_OF: '2024-02-29' }).AS_OF, '2024-02-29');
-  assert.throws(() => loadConfig({ AS_OF: '2025-02-30' }), /AS_OF: is not a calendar date/);
+  assert.throws(() => loadConfig({ AS_OF: '2025-02-30' }), /AS_OF: 2025-02-30 is not a calendar day: give a day that exists, YYYY-MM-DD/);
 });
 
 test('CLI flags override the environment', () => {

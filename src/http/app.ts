@@ -14,6 +14,7 @@ import Fastify, {
 } from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
+import { KEY_PREFIX } from '../auth/api-keys.ts';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
 import { fieldMessage, loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
@@ -107,6 +108,21 @@ const bodyOptionalAware: typeof validatorCompiler = (route) => {
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/** The methods of the service's routes, for telling a wrong method from a wrong path. */
+const ROUTE_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/** An API key written into a path (`/api/v1/signals/svc_live_...`, a paste in the wrong place). */
+const KEY_IN_PATH = new RegExp(`${KEY_PREFIX}([A-Za-z0-9]{0,4})[A-Za-z0-9]*`, 'g');
+
+/**
+ * The path of a request as the access log writes it: without its query string, and with any
+ * API key in it cut to its display prefix (`svc_live_` + 4 characters, as key lists show it),
+ * so that a key pasted into a URL does not end up whole in the log.
+ */
+function loggedPath(url: string): string {
+  return pathOf(url).replace(KEY_IN_PATH, `${KEY_PREFIX}$1...`);
 }
 
 /**
@@ -241,7 +257,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     reply.header('X-Request-Id', req.id);
     done();
   });
-  // Access log: method, path (no query string, which could carry secrets), status, time, tier,
+  // Access log: method, path (no query string, which could carry secrets, and no API key pasted
+  // into the path: loggedPath), status, time, tier,
   // and who called: the key's id (as GET /api/v1/keys lists it; never the key) or the
   // signed-in user's id, so an operator can tell which key made which requests.
   app.addHook('onResponse', (req, reply, done) => {
@@ -249,7 +266,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     req.log.info(
       {
         method: req.method,
-        path: pathOf(req.url),
+        path: loggedPath(req.url),
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
         tier: c?.tier,
@@ -315,21 +332,34 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
 
   metrics?.install(app);
 
-  const notFound = (req: FastifyRequest, reply: FastifyReply) =>
-    isPageNavigation(req)
-      ? pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
-          .header('cache-control', 'no-store')
-          .header('x-request-id', req.id)
-          .send(notFoundPage(pathOf(req.url)))
-      : sendError(
-          req,
-          reply,
-          404,
-          'NOT_FOUND',
-          `Route ${req.method} ${pathOf(req.url)} not found: the API reference at /docs lists every route and its methods`,
-          undefined,
-          asOf,
-        );
+  /**
+   * The methods a path takes when the request's method is not one of them (`POST
+   * /api/v1/regime`): the 404 then says which to use, instead of suggesting the route is missing.
+   */
+  const otherMethods = (req: FastifyRequest): string[] => {
+    const url = pathOf(req.url);
+    return ROUTE_METHODS.filter((method) => method !== req.method && app.findRoute({ method, url }) !== null);
+  };
+  const notFound = (req: FastifyRequest, reply: FastifyReply) => {
+    if (isPageNavigation(req))
+      return pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
+        .header('cache-control', 'no-store')
+        .header('x-request-id', req.id)
+        .send(notFoundPage(pathOf(req.url)));
+    const methods = otherMethods(req);
+    if (methods.length > 0) reply.header('allow', methods.join(', '));
+    return sendError(
+      req,
+      reply,
+      404,
+      'NOT_FOUND',
+      methods.length > 0
+        ? `Route ${req.method} ${pathOf(req.url)} not found: this path takes ${methods.join(' or ')}, not ${req.method} (the API reference at /docs lists every route and its methods)`
+        : `Route ${req.method} ${pathOf(req.url)} not found: the API reference at /docs lists every route and its methods`,
+      undefined,
+      asOf,
+    );
+  };
   app.setNotFoundHandler(notFound);
 
   await app.register(fastifySwagger, {

@@ -236,16 +236,19 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   // get_signals with factors is ~57 KB of JSON, a few KB compressed.
   await app.register(fastifyCompress, { encodings: ['br', 'gzip', 'deflate'], threshold: 1024 });
   const allowed = new Set<string>([...LOOPBACK_HOSTS, '::1', ...deps.allowedHosts.map((h) => h.toLowerCase())]);
+  // What a refused Host or Origin may be instead, and the setting that adds one (README, "Over HTTP").
+  const ALLOWED_HOSTS_HINT = "accepted: loopback, PUBLIC_URL's host and the hosts in MCP_ALLOWED_HOSTS (the operator adds one there)";
 
   app.addHook('onRequest', async (req, reply) => {
     const host = req.headers.host;
     const h = host ? hostName(host) : null;
     if (!h || !allowed.has(h))
-      return rpcError(reply, 403, -32000, `Host '${host ?? ''}' is not allowed (DNS-rebinding protection); set MCP_ALLOWED_HOSTS`);
+      return rpcError(reply, 403, -32000, `Host '${host ?? ''}' is not allowed (DNS-rebinding protection); ${ALLOWED_HOSTS_HINT}`);
     const origin = req.headers.origin;
     if (origin !== undefined && origin !== 'null') {
       const o = hostName(origin);
-      if (!o || !allowed.has(o)) return rpcError(reply, 403, -32000, `Origin '${origin}' is not allowed (DNS-rebinding protection)`);
+      if (!o || !allowed.has(o))
+        return rpcError(reply, 403, -32000, `Origin '${origin}' is not allowed (DNS-rebinding protection); ${ALLOWED_HOSTS_HINT}`);
     } else if (origin === 'null') {
       return rpcError(reply, 403, -32000, "Origin 'null' is not allowed");
     }

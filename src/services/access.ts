@@ -182,9 +182,11 @@ export const MESSAGES = {
         ? ''
         : ' (higher tiers have higher limits: the operator sets your plan, README "Tiers and rate limits")'),
   accountRateLimited: (limit: number, window: string, tier: Tier, retryAfterSec: number) =>
-    `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. retry in ${waitFor(retryAfterSec)}, or ask for a higher plan`,
-  userRateLimited: `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute`,
-  dashboardRateLimited: `Too many dashboard requests from this address: at most ${DASHBOARD_REQUESTS_PER_MINUTE} per minute; for automated access use the API with a key`,
+    `Account rate limit exceeded: all API keys of your account together (revoked ones included) and your signed-in requests may make at most ${limit} requests per ${window === 'day' ? 'UTC day' : window} on the ${tier} tier (${MAX_ACTIVE_KEYS} × the per-key limit); creating new keys does not reset it. Retry in ${waitFor(retryAfterSec)}, or ask for a higher plan`,
+  userRateLimited: (retryAfterSec: number) =>
+    `Too many key-management requests for this user: at most ${USER_REQUESTS_PER_MINUTE} per minute; retry in ${waitFor(retryAfterSec)}`,
+  dashboardRateLimited: (retryAfterSec: number) =>
+    `Too many dashboard requests from this address: at most ${DASHBOARD_REQUESTS_PER_MINUTE} per minute; retry in ${waitFor(retryAfterSec)}, or for automated access use the API with a key`,
 } as const;
 
 /**
@@ -496,7 +498,7 @@ export class Access {
     b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number },
     tier: Tier,
     perMinute: number,
-    message: string,
+    message: (retryAfterSec: number) => string,
     scope?: QuotaScope,
   ): Metering {
     const now = Date.now();
@@ -511,7 +513,7 @@ export class Access {
     if (b.allowed) return { limits, error: null };
     const retryAt = new Date(now + b.retryAfterSec * 1000);
     limits.exceeded = { window: 'minute', limit: perMinute, reset: retryAt, retryAfterSec: b.retryAfterSec };
-    return { limits, error: rateLimited(message, 'minute', perMinute, retryAt, b.retryAfterSec, scope) };
+    return { limits, error: rateLimited(message(b.retryAfterSec), 'minute', perMinute, retryAt, b.retryAfterSec, scope) };
   }
 
   /**

@@ -43,7 +43,8 @@ export function decodeCursor(cursor: string, ranked: boolean): ListPosition {
   )
     throw invalidField(
       'cursor',
-      "not a cursor this service gave; pass a page's next_cursor back unchanged, or leave cursor out for the first page",
+      // Also a cursor of the other list (GET /keys, GET /thesis), which the service did give.
+      "not a next_cursor of this list; pass the next_cursor of this list's previous page back unchanged, or leave cursor out for the first page",
     );
   return ranked ? { rank: Number(rank), position, id } : { position, id };
 }

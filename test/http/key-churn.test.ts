@@ -80,6 +80,7 @@ describe('account ceiling against key churn (memory limiter)', () => {
     expectError(last, 429, 'RATE_LIMITED');
     assert.match(last.body.error.message, /account/i);
     assert.match(last.body.error.message, /revok/i, 'says revoking keys does not reset it');
+    assert.match(last.body.error.message, /does not reset it\. Retry in \d+ s, or ask for a higher plan$/);
     assert.equal(last.body.error.details.scope, 'account');
     assert.equal(last.body.error.details.window, 'minute');
     assert.equal(last.body.error.details.limit, CEILING);

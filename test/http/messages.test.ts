@@ -66,7 +66,11 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     assert.equal(r.status, 200, r.raw);
     for (let i = 0; i < 30 && r.status === 200; i++) r = await harness().request('GET', '/api/v1/keys', { token: jwt });
     expectError(r, 429, 'RATE_LIMITED');
-    assert.match(r.body.error.message, /^Too many key-management requests for this user: at most 30 per minute/);
+    // What to do next: how long to wait (the Retry-After value), as every other 429 says.
+    assert.equal(
+      r.body.error.message,
+      `Too many key-management requests for this user: at most 30 per minute; retry in ${r.headers['retry-after']} s`,
+    );
     assert.deepEqual([r.body.error.details.scope, r.body.error.details.window, r.body.error.details.limit], ['jwt', 'minute', 30]);
   });
 

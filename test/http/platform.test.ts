@@ -80,6 +80,31 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     expectError(await get('/nothing/here'), 404, 'NOT_FOUND');
   });
 
+  test('a route asked with a method it does not take is a 404 that names the methods it takes (and Allow)', async () => {
+    for (const [method, url, takes] of [
+      ['POST', '/api/v1/regime', ['GET']],
+      ['DELETE', '/api/v1/signals', ['GET']],
+      ['POST', '/api/v1/keys', ['GET']],
+      ['PUT', '/api/v1/thesis/01a22592-e455-70bd-aeb9-182242be176f', ['GET', 'DELETE']],
+    ] as const) {
+      const r = await call(method, url, proKey);
+      expectError(r, 404, 'NOT_FOUND');
+      assert.equal(
+        r.body.error.message,
+        `Route ${method} ${url} not found: this path takes ${takes.join(' or ')}, not ${method} (the API reference at /docs lists every route and its methods)`,
+      );
+      assert.equal(r.headers.allow, takes.join(', '));
+    }
+    // A path no method takes keeps the plain message, without Allow.
+    const none = await call('POST', '/api/v1/nope', proKey);
+    expectError(none, 404, 'NOT_FOUND');
+    assert.equal(
+      none.body.error.message,
+      'Route POST /api/v1/nope not found: the API reference at /docs lists every route and its methods',
+    );
+    assert.equal(none.headers.allow, undefined);
+  });
+
   test('an unexpected exception is 500 INTERNAL_ERROR with no internals', async () => {
     const r = await get('/api/v1/__boom');
     expectError(r, 500, 'INTERNAL_ERROR');
@@ -268,6 +293,24 @@ describe('secrets', { skip: SKIP }, () => {
     assert.ok(logLines.length > 5, 'requests were logged');
     assert.ok(!logs.includes(k.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'key found in the logs');
     assert.ok(!logs.includes(jwt.split('.')[2]!), 'JWT found in the logs');
+  });
+
+  test('a key pasted into a path is logged by its display prefix only', async () => {
+    const jwt = await idp.token('user-key-in-path', { email: 'key-in-path@example.com' });
+    const k = await newKey(jwt);
+    const from = logLines.length;
+    // A key where an asset or a thesis id goes, and on a path that matches no route.
+    expectError(await get(`/api/v1/signals/${k.key}`), 404, 'NOT_FOUND');
+    expectError(await call('GET', `/api/v1/thesis/${k.key}`, k.key), 404, 'NOT_FOUND');
+    expectError(await get(`/api/v1/${k.key}/signals`), 404, 'NOT_FOUND');
+    const access = logLines
+      .slice(from)
+      .flatMap((l) => l.split('\n'))
+      .filter((l) => l.includes('request completed'))
+      .map((l) => (JSON.parse(l) as { path: string }).path);
+    const shown = `${k.key.slice(0, KEY_PREFIX.length + 4)}...`;
+    assert.deepEqual(access, [`/api/v1/signals/${shown}`, `/api/v1/thesis/${shown}`, `/api/v1/${shown}/signals`]);
+    assert.ok(!logLines.join('').includes(k.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'key found in the logs');
   });
 
   test('the access log names the key (its id, never the key) or the signed-in user, over REST and MCP', async () => {

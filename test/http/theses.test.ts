@@ -236,9 +236,19 @@ describe('theses', { skip: SKIP }, () => {
       // Refused by the service, worded like a schema refusal: the query parameter named, its location.
       assert.match(
         bad.body.error.message,
-        /^Invalid query parameter 'cursor': not a cursor this service gave; .*next_cursor back unchanged/,
+        /^Invalid query parameter 'cursor': not a next_cursor of this list; .*next_cursor of this list's previous page back unchanged/,
       );
       assert.deepEqual(bad.body.error.details, { location: 'querystring', field: 'cursor' });
+      // A cursor the service gave for the other list (GET /keys) is refused in the same words,
+      // not called one the service never gave.
+      const jwt = await h.jwt(`cursor-mix-${Date.now()}`);
+      for (const name of ['a', 'b'])
+        assert.equal((await h.request('POST', '/api/v1/keys/create', { token: jwt, body: { name } })).status, 201);
+      const keysPage = await h.request('GET', '/api/v1/keys?limit=1', { token: jwt });
+      const keysCursor = String(keysPage.body.data.next_cursor);
+      const mixed = await h.request('GET', `/api/v1/thesis?cursor=${encodeURIComponent(keysCursor)}`, { token: u.key });
+      expectError(mixed, 400, 'INVALID_PARAMETER');
+      assert.match(mixed.body.error.message, /^Invalid query parameter 'cursor': not a next_cursor of this list; /);
     });
 
     test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {

@@ -354,6 +354,14 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
       "Invalid argument 'end': 2025-10-01 is after the as-of day 2025-09-30; give 2025-09-30 or earlier (or leave it out)",
     );
     assert.deepEqual(late.details, { field: 'end' });
+    // A day before the history's epoch is named too, as REST names it.
+    const early = toolError(
+      (await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin', end: '1900-01-01' } })) as CallToolResult,
+    );
+    assert.equal(
+      early.message,
+      "Invalid argument 'end': 1900-01-01 is before 1970-01-01: the stored history starts later; give a later day",
+    );
     // A missing required argument says so.
     const missing = toolError((await c.callTool({ name: 'get_signal_history', arguments: {} })) as CallToolResult);
     assert.equal(missing.message, "Invalid argument 'asset': required, expected string");
@@ -716,7 +724,13 @@ describe('MCP auth, tiers and limits', () => {
 
   test('Host and Origin are validated (DNS rebinding) and tokens in the query string are refused', async () => {
     const init = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
-    assert.equal((await rawMcp(init, { origin: 'http://evil.example' })).status, 403);
+    const evil = await rawMcp(init, { origin: 'http://evil.example' });
+    assert.equal(evil.status, 403);
+    // The refusal says what is accepted and which setting adds a host, as the Host refusal does.
+    assert.equal(
+      ((await evil.json()) as { error: { message: string } }).error.message,
+      "Origin 'http://evil.example' is not allowed (DNS-rebinding protection); accepted: loopback, PUBLIC_URL's host and the hosts in MCP_ALLOWED_HOSTS (the operator adds one there)",
+    );
     assert.equal((await rawMcp(init, { origin: 'null' })).status, 403);
     assert.equal((await rawMcp(init, { origin: base })).status, 200);
     const badHost = await new Promise<number>((resolve, reject) => {

@@ -66,6 +66,11 @@ describe('dashboard data routes', { skip: SKIP }, () => {
     expectError(r, 429, 'RATE_LIMITED');
     assert.ok(Number(r.headers['retry-after']) >= 1);
     assert.match(r.body.error.message, /dashboard requests from this address/);
+    // The message says how long to wait, as every other 429 does (the Retry-After value).
+    assert.match(
+      r.body.error.message,
+      new RegExp(`; retry in ${r.headers['retry-after']} s, or for automated access use the API with a key$`),
+    );
     assert.equal((await h.request('GET', '/app/data/assets')).status, 200);
   });
 

@@ -122,7 +122,8 @@ export const listAssets = defineOperation({
 
 /** `end` of the signal history: the window's last day. */
 export const HistoryEnd = InputDay.refine((d) => d >= HISTORY_EPOCH, {
-  error: `is before ${HISTORY_EPOCH}: the stored history starts later; give a later day`,
+  // Names the value, as the other refusals of `end` do ("2025-10-01 is after the as-of day ...").
+  error: (iss) => `${String(iss.input)} is before ${HISTORY_EPOCH}: the stored history starts later; give a later day`,
 }).describe('Last day of the window, YYYY-MM-DD (default: the as-of day; not after it); page back with next_end from the previous answer');
 
 /**
