@@ -95,7 +95,8 @@ export function preparePgliteDir(dir: string): void {
   // ..."): one file written and removed says it first.
   const probe = path.join(abs, `.write-probe-${process.pid}`);
   try {
-    closeSync(openSync(probe, 'w', 0o600));
+    // 'wx': never follows a link planted under that name (nor truncates what it points to).
+    closeSync(openSync(probe, 'wx', 0o600));
     unlinkSync(probe);
   } catch (err) {
     throw new PgliteDirError(`${named}: the embedded database folder cannot be written (${said(err)}): ${WHAT_TO_DO}`);

@@ -727,7 +727,7 @@ describe('track record page', { skip: SKIP }, () => {
         // One row per asset in the API's order, then the pool; each row's long/flat and
         // buy-and-hold Sharpe as the API gives them, to 2 decimals.
         const rows = await page.$$eval('table#tr-assets tbody tr', (trs) =>
-          trs.map((tr) => [...tr.children].map((c) => c.textContent ?? '')),
+          trs.map((tr) => [...tr.children].map((c) => (c.firstChild?.textContent ?? '').trim())),
         );
         const expected = [...t.walk_forward.assets, { ...t.walk_forward.pooled, symbol: 'Pooled' }];
         assert.deepEqual(
@@ -747,6 +747,17 @@ describe('track record page', { skip: SKIP }, () => {
           ),
         );
         assert.ok(marks.includes(true) && marks.includes(false), 'both kinds of row occur on the bundled data');
+        // Not by colour alone: a marked cell also says so in text (a check mark, and words for screen readers).
+        const said = await page.$$eval('table#tr-assets tbody tr td:nth-child(6)', (tds) => tds.map((td) => td.textContent ?? ''));
+        assert.deepEqual(
+          said.map((s) => s.includes('(meets target)')),
+          marks,
+        );
+        assert.equal(
+          await page.getByRole('table', { name: /^Walk-forward figures per asset/ }).count(),
+          1,
+          'the table is named by the sentence above it',
+        );
         assert.deepEqual(
           await page.$$eval('table#tr-years tbody th', (ths) => ths.map((th) => th.textContent)),
           t.by_year.map((y: { year: number }) => String(y.year)),
@@ -783,7 +794,7 @@ describe('stale marks', { skip: SKIP }, () => {
       await open(page, '/');
       const cell = page.locator(`#signals tbody tr[data-asset="${stale.asset}"] td:last-child`);
       assert.equal(await cell.locator('summary').textContent(), `${stale.as_of} (stale)`);
-      const reason = cell.locator('details p');
+      const reason = cell.locator('details .stale-reason');
       assert.equal(await reason.isVisible(), false);
       await cell.locator('summary').focus();
       await page.keyboard.press('Enter');

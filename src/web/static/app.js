@@ -76,7 +76,8 @@ function freshness(asOf, serviceAsOf, verdict) {
       'details',
       { class: 'stale-why' },
       h('summary', {}, h('span', { class: 'stale', text: `${asOf} (stale)` })),
-      h('p', { class: 'small', text: verdict.stale_reason ?? 'no reason given' }),
+      // A span (shown as a block), not a <p>: the mark also sits inside sentences (the regime's <p>).
+      h('span', { class: 'small stale-reason', text: verdict.stale_reason ?? 'no reason given' }),
     );
   }
   const lag = serviceAsOf ? daysBetween(asOf, serviceAsOf) : 0;
@@ -828,8 +829,20 @@ const fixed = (v, digits = 2) => (v === null || v === undefined ? 'n/a' : Number
 const fracPct = (v, digits = 0) => (v === null || v === undefined ? 'n/a' : `${(v * 100).toFixed(digits)}%`);
 /** A fraction as signed percentage points: 0.0559 → "+5.6"; null → "n/a". */
 const points = (v) => (v === null || v === undefined ? 'n/a' : `${v >= 0 ? '+' : ''}${(v * 100).toFixed(1)}`);
-/** A cell that is `good` (long/flat at least as good as buy-and-hold) gets class `up`. */
-const judged = (text, good) => h('td', { class: `num${good ? ' up' : ''}`, text });
+/**
+ * A cell that is `good` (long/flat at least as good as buy-and-hold) gets class `up` and a
+ * check mark, so that the judgement is not carried by colour alone (WCAG 1.4.1).
+ */
+const judged = (text, good) =>
+  good
+    ? h(
+        'td',
+        { class: 'num up' },
+        `${text} `,
+        h('span', { 'aria-hidden': 'true', text: '✓' }),
+        h('span', { class: 'sr-only', text: '(meets target)' }),
+      )
+    : h('td', { class: 'num', text });
 
 /**
  * A scrollable table after the sentence that explains it (the table is described by it);
@@ -843,7 +856,8 @@ function figuresTable(id, caption, heads, rows) {
       { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-labelledby': `${id}-about` },
       h(
         'table',
-        { id, 'aria-describedby': `${id}-about` },
+        // Named (not only described) by the sentence: a table without a name is announced as "table".
+        { id, 'aria-labelledby': `${id}-about` },
         h(
           'thead',
           {},
@@ -967,7 +981,7 @@ async function trackRecordPage() {
         }),
         h('dt', { text: 'Buy / sell edge' }),
         h('dd', {
-          text: `${points(p.hit_rates.buy_edge_30d)} / ${points(p.hit_rates.sell_edge_30d)} points against the base rate of 30-day rises (${fracPct(p.hit_rates.p_up_30d, 1)})`,
+          text: `${points(p.hit_rates.buy_edge_30d)} / ${points(p.hit_rates.sell_edge_30d)} points against the base rates of 30-day rises (${fracPct(p.hit_rates.p_up_30d, 1)}) and falls`,
         }),
         h('dt', { text: 'Information coefficient' }),
         h('dd', { text: `${fixed(p.ic_7d, 3)} (7 d), ${fixed(p.ic_30d, 3)} (30 d), Spearman` }),
@@ -985,7 +999,7 @@ async function trackRecordPage() {
       'Per asset',
       figuresTable(
         'tr-assets',
-        'Walk-forward figures per asset; green: long/flat Sharpe at least buy-and-hold’s, or long/flat max drawdown at most 60% of buy-and-hold’s.',
+        'Walk-forward figures per asset; ✓ (green): long/flat Sharpe at least buy-and-hold’s, or long/flat max drawdown at most 60% of buy-and-hold’s.',
         heads,
         [...w.assets.map((a) => metricsRow(a.symbol, a)), metricsRow('Pooled', p)],
       ),
