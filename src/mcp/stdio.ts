@@ -235,7 +235,10 @@ export function unreadableLine(err: Error): { code: number; message: string } | 
  *   stdout, so the caller may exit at once.
  * @param opts.shutdownTimeoutMs how long a stop after SIGTERM or SIGINT may take, ms (default
  *   10 s, SHUTDOWN_TIMEOUT_MS): past it the process exits 1, even while the core is still
- *   starting. A second SIGINT exits at once. When stdin ends, the stop may take
+ *   starting. A start-up phase that computes without yielding (the dataset's series) ends
+ *   first: the deadline is checked between phases. A core that is up when the deadline is
+ *   checked is closed cleanly instead, within its own SHUTDOWN_TIMEOUT_MS (PGlite must not be
+ *   cut off mid-write). A second SIGINT exits at once. When stdin ends, the stop may take
  *   STDIN_END_DRAIN_MS after the drain.
  */
 export async function runStdio(
@@ -286,12 +289,28 @@ export async function runStdio(
   const server = createMcpServer(context);
   const transport = new StdioServerTransport(screenedStdin(process.stdin, log), process.stdout);
   let closing = false;
+  // Set once the core's own close has begun: a stop deadline met after that leaves it to the
+  // close's own bound (below) rather than exiting in the middle of it.
+  let coreClosing = false;
   const close = async () => {
     if (closing) return;
     closing = true;
     await server.close().catch(() => {});
-    // A core still starting is stopped once it is up (PGlite must not be cut off mid-write).
-    await deps.then((d) => d.onClose()).catch(() => {});
+    // A core still starting is stopped once it is up (PGlite must not be cut off mid-write),
+    // within its own bound.
+    const core = await deps.catch(() => null);
+    if (core) {
+      coreClosing = true;
+      const bound = setTimeout(() => {
+        log.error(
+          { timeout_ms: shutdownTimeoutMs },
+          'MCP stdio: closing the core did not finish in time: exiting now (SHUTDOWN_TIMEOUT_MS)',
+        );
+        void flushed(process.stdout, 1000).finally(() => process.exit(1));
+      }, shutdownTimeoutMs);
+      await core.onClose().catch(() => {});
+      clearTimeout(bound);
+    }
     // A failed start (the core, or the key refused) is no clean end even when stdin ended
     // first: runStdio rejects with it (below), and the command prints it and exits 1.
     if (
@@ -306,10 +325,12 @@ export async function runStdio(
   };
   /**
    * Ends the process (exit 1, the reason logged) if it is still running `ms` from now: a stop
-   * that waits for a core still starting, or closing, must end even if that never finishes.
+   * that waits for a core still starting must end even if that never finishes. Once the core's
+   * close has begun it does nothing: the close has its own bound (in `close`).
    */
   const exitAfter = (ms: number, why: string) =>
     setTimeout(() => {
+      if (coreClosing) return;
       log.error({ timeout_ms: ms }, why);
       void flushed(process.stdout, 1000).finally(() => process.exit(1));
     }, ms);
