@@ -56,8 +56,9 @@ function lazyJwtVerifier(
       let open: boolean;
       try {
         open = await sessionActive(claims.sid, claims.sub);
-      } catch {
-        throw new IdentityProviderUnavailableError('The identity provider could not check the sign-in session');
+      } catch (err) {
+        // The database's error goes with it: the guard logs it (once per 10 s during an outage).
+        throw new IdentityProviderUnavailableError('The identity provider could not check the sign-in session', { cause: err });
       }
       if (!open) throw new SessionEndedError('The sign-in session of this token has ended');
       return claims;

@@ -356,7 +356,8 @@ export class Access {
       claims = await this.#jwt.verify(token);
     } catch (e) {
       // Not the caller's fault: 503, and no failed-authentication count against its address.
-      if (e instanceof IdentityProviderUnavailableError) throw new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown);
+      if (e instanceof IdentityProviderUnavailableError)
+        throw Object.assign(new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown), { cause: e.cause ?? e });
       if (e instanceof SessionEndedError) throw new ServiceError('UNAUTHORIZED', MESSAGES.sessionEnded, { reason: 'session_ended' });
       throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt, { reason: 'invalid_jwt' });
     }
@@ -424,7 +425,8 @@ export class Access {
       if (e instanceof ServiceError && e.code === 'UNAUTHORIZED') return this.#failed(e, address);
       // A dependency failed while identifying the caller (503/500): the response still
       // carries the rate-limit headers, of the client address.
-      return { ok: false, error: unexpectedError(e), limits: await peekAddress(), cause: e instanceof ServiceError ? undefined : e };
+      // The cause (a dependency's own error) is for the log; a ServiceError carries it as `cause` when it has one.
+      return { ok: false, error: unexpectedError(e), limits: await peekAddress(), cause: e instanceof ServiceError ? e.cause : e };
     }
   }
 

@@ -308,6 +308,17 @@ describe('embedded identity provider on PGlite', () => {
     const as = (token: string) => ({ authorization: `Bearer ${token}` });
     const works = async (token: string) =>
       (await svc.app.inject({ method: 'GET', url: '/auth/token', headers: as(token) })).statusCode === 200;
+    // A JWT from each session; the API refuses one once its session has ended (reason session_ended).
+    const jwtOf = async (token: string) =>
+      ((await svc.app.inject({ method: 'GET', url: '/auth/token', headers: as(token) })).json() as { token: string }).token;
+    const [jwtA, jwtB, jwtD] = [await jwtOf(a), await jwtOf(b), await jwtOf(d)];
+    const api = async (jwt: string) => {
+      const r = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: as(jwt), remoteAddress: freshIp() });
+      return r.statusCode === 200
+        ? 'ok'
+        : `${r.statusCode} ${(r.json() as { error: { details?: { reason?: string } } }).error.details?.reason}`;
+    };
+    assert.deepEqual([await api(jwtA), await api(jwtB), await api(jwtD)], ['ok', 'ok', 'ok']);
     const list = await svc.app.inject({ method: 'GET', url: '/auth/list-sessions', headers: as(a) });
     const shown = (list.json() as { token: string }[]).map((x) => x.token);
     assert.equal(shown.length, 4);
@@ -318,6 +329,7 @@ describe('embedded identity provider on PGlite', () => {
     assert.deepEqual(revoked.body, { status: true });
     assert.equal(await works(b), false, 'B is ended');
     assert.equal(await works(a), true, 'A still works');
+    assert.deepEqual([await api(jwtA), await api(jwtB)], ['ok', '401 session_ended'], "B's JWT ends with B");
     // A digest that is none of the caller's sessions: nothing done, and it says so.
     const other = await post(svc, '/auth/revoke-session', { token: sha256('not a session of mine') }, as(a));
     assert.deepEqual(other.body, { status: false });
@@ -349,6 +361,7 @@ describe('embedded identity provider on PGlite', () => {
     assert.deepEqual((await post(svc, '/auth/revoke-other-sessions', {}, as(a))).body, { status: true });
     assert.equal(await works(d), false, 'D is ended');
     assert.equal(await works(a), true, 'the caller keeps its session');
+    assert.deepEqual([await api(jwtA), await api(jwtD)], ['ok', '401 session_ended'], "D's JWT ends with D");
     // Without a session: 401, nothing deleted.
     assert.equal((await post(svc, '/auth/revoke-other-sessions', {})).status, 401);
   });
