@@ -15,6 +15,8 @@ import { createService } from '../src/server.ts';
 import { testConfig } from '../test/helpers/env.ts';
 
 const FIXED_TIME = '2025-09-30T12:00:00.000Z';
+/** The request id of the examples' `meta`, written fixed (and kept as it is by `stable`). */
+const EXAMPLE_REQUEST_ID = '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77';
 
 /**
  * The generated text with its random values made fixed, so that a regeneration changes the
@@ -32,7 +34,7 @@ function stable(text: string, exampleKey: string): string {
   const time = Date.parse(FIXED_TIME).toString(16).padStart(12, '0');
   const ids = new Map<string, string>();
   out = out.replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/g, (id) => {
-    if (id === '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77') return id;
+    if (id === EXAMPLE_REQUEST_ID) return id;
     if (!ids.has(id)) ids.set(id, `${time.slice(0, 8)}-${time.slice(8)}-7000-8000-${String(ids.size + 1).padStart(12, '0')}`);
     return ids.get(id)!;
   });
@@ -134,7 +136,7 @@ try {
     timestamp: FIXED_TIME,
     version: 'v1',
     cached: false,
-    request_id: '9b2f6c1e-4d3a-4f7b-8a55-2f0c3e9d1a77',
+    request_id: EXAMPLE_REQUEST_ID,
     as_of: svc.market.asOf,
   };
   const headers = Object.fromEntries(

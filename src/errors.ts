@@ -40,9 +40,9 @@ export class ServiceError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
-    options: { expected?: boolean; reason?: string } = {},
+    options: { expected?: boolean; reason?: string; cause?: unknown } = {},
   ) {
-    super(message);
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.expected = options.expected ?? false;
     this.reason = options.reason;
   }

@@ -9,7 +9,7 @@ import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
 import { Redis } from 'ioredis';
 import { REDIS_KEY_PREFIX, REDIS_URL } from './helpers/env.ts';
-import { type Harness, harnessUnavailable, startHarness } from './helpers/harness.ts';
+import { type Harness, startHarness, withHarness } from './helpers/harness.ts';
 import { freePort } from './helpers/faults.ts';
 import { cli, tmpDir } from './helpers/cli.ts';
 
@@ -140,58 +140,31 @@ test('users set-tier works while the service runs on PGlite: through its 0600 ad
   assert.throws(() => statSync(adminSocketPath(pgliteDir)), /ENOENT/, 'the socket is removed at stop');
 });
 
-test('users set-tier works while the service runs on PostgreSQL: the CLI connects directly', async (t) => {
-  const why = await harnessUnavailable({ database: 'postgres' });
-  if (why) {
-    console.log(why);
-    t.skip(why);
-    return;
-  }
-  const h = await startHarness({ database: 'postgres' });
-  try {
+test('users set-tier works while the service runs on PostgreSQL: the CLI connects directly', (t) =>
+  withHarness(t, { database: 'postgres' }, async (h) => {
     await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL! }, /tier set to pro\n/);
-  } finally {
-    await h.stop();
-  }
-});
+  }));
 
-test('users set-tier on PostgreSQL with its Redis down: the tier still reaches the running service (NOTIFY), and the CLI says so in a note, not a warning', async (t) => {
-  const why = await harnessUnavailable({ database: 'postgres' });
-  if (why) {
-    console.log(why);
-    t.skip(why);
-    return;
-  }
-  const h = await startHarness({ database: 'postgres' });
-  try {
+test('users set-tier on PostgreSQL with its Redis down: the tier still reaches the running service (NOTIFY), and the CLI says so in a note, not a warning', (t) =>
+  withHarness(t, { database: 'postgres' }, async (h) => {
     // A port nothing listens on: the tier epoch cannot be written.
     const down = `redis://127.0.0.1:${await freePort()}`;
     const r = await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL!, REDIS_URL: down }, /tier set to pro\n/);
     assert.match(r.stderr, /^note: tier epoch \(Redis\) failed \(.+\); running services were told through PostgreSQL NOTIFY/);
     assert.doesNotMatch(r.stderr, /warning/);
-  } finally {
-    await h.stop();
-  }
-});
+  }));
 
-test('users set-tier on PostgreSQL + Redis moves the tier epoch under the deployment REDIS_KEY_PREFIX', async (t) => {
-  const why = await harnessUnavailable({ database: 'postgres', redis: true });
-  if (why) {
-    console.log(why);
-    t.skip(why);
-    return;
-  }
-  const h = await startHarness({ database: 'postgres', redis: true });
-  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
-  try {
-    const epoch = async () => Number((await redis.get(`${REDIS_KEY_PREFIX}kc:epoch`)) ?? 0);
-    const before = await epoch();
-    await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL!, REDIS_URL, REDIS_KEY_PREFIX }, /tier set to pro\n/);
-    assert.equal(await epoch(), before + 2, 'each of the two set-tier calls moved the epoch the instances check');
-  } finally {
-    // The epoch outlives the services (it has no expiry): leave nothing in the machine's Redis.
-    await redis.del(`${REDIS_KEY_PREFIX}kc:epoch`).catch(() => {});
-    redis.disconnect();
-    await h.stop();
-  }
-});
+test('users set-tier on PostgreSQL + Redis moves the tier epoch under the deployment REDIS_KEY_PREFIX', (t) =>
+  withHarness(t, { database: 'postgres', redis: true }, async (h) => {
+    const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+    try {
+      const epoch = async () => Number((await redis.get(`${REDIS_KEY_PREFIX}kc:epoch`)) ?? 0);
+      const before = await epoch();
+      await setTierWhileRunning(h, { DATABASE_URL: h.svc.config.DATABASE_URL!, REDIS_URL, REDIS_KEY_PREFIX }, /tier set to pro\n/);
+      assert.equal(await epoch(), before + 2, 'each of the two set-tier calls moved the epoch the instances check');
+    } finally {
+      // The epoch outlives the services (it has no expiry): leave nothing in the machine's Redis.
+      await redis.del(`${REDIS_KEY_PREFIX}kc:epoch`).catch(() => {});
+      redis.disconnect();
+    }
+  }));

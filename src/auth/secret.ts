@@ -43,8 +43,9 @@ function readOwnSecret(file: string): string {
  * kept in {@link authSecretFile} beside the PGlite database (in memory for `memory://`). A
  * database made before the file had its own name kept it as `auth-secret` in the folder that
  * holds the database: that file is copied to the new name when it passes the same checks.
- * The database's folder is created here when missing (preparePgliteDir), before the file is
- * written beside it.
+ * When the file must be written, the database's folder is created first when missing
+ * (preparePgliteDir), so that the file has a folder to sit beside; a start that finds the file
+ * leaves the folder's check to openDatabase.
  * @throws ConfigError when DATABASE_URL is set without AUTH_SECRET (instances must agree on
  *   it), or when the secret file is not this user's own (see readOwnSecret); PgliteDirError (a
  *   ConfigError naming PGLITE_DIR) when the folder cannot be created or written, or the
@@ -63,10 +64,6 @@ export function embeddedAuthSecret(config: Config): string {
   const dir = config.PGLITE_DIR;
   const file = authSecretFile(dir);
   const existed = existsSync(dir);
-  // The database's folder first (created with its parents, and checked for writing): the
-  // secret file goes beside it, and a folder that cannot be used is reported as such, not as
-  // a failed write of the secret.
-  preparePgliteDir(dir);
   const fileError = (err: unknown) => pgliteSiblingError(dir, file, err);
   // lstat, not exists: a link (even a broken one) is there, and refused by readOwnSecret.
   const present = (f: string) => {
@@ -76,7 +73,12 @@ export function embeddedAuthSecret(config: Config): string {
       throw fileError(err);
     }
   };
+  // A warm start reads the file and leaves the folder to openDatabase, which checks it anyway.
   if (present(file)) return readOwnSecret(file);
+  // The database's folder before the file is written (created with its parents, and checked
+  // for writing): the secret file goes beside it, and a folder that cannot be used is
+  // reported as such, not as a failed write of the secret.
+  preparePgliteDir(dir);
   const legacy = path.join(path.dirname(path.resolve(dir)), 'auth-secret');
   // Only for a database that exists: its stored keys were encrypted with that secret.
   const s = present(legacy) && existed ? readOwnSecret(legacy) : randomBytes(32).toString('base64url');

@@ -357,7 +357,7 @@ export class Access {
     } catch (e) {
       // Not the caller's fault: 503, and no failed-authentication count against its address.
       if (e instanceof IdentityProviderUnavailableError)
-        throw Object.assign(new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown), { cause: e.cause ?? e });
+        throw new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown, undefined, { cause: e.cause ?? e });
       if (e instanceof SessionEndedError) throw new ServiceError('UNAUTHORIZED', MESSAGES.sessionEnded, { reason: 'session_ended' });
       throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt, { reason: 'invalid_jwt' });
     }

@@ -91,6 +91,30 @@ export async function harnessUnavailable(opts: Pick<HarnessOptions, 'database' |
   return null;
 }
 
+/**
+ * Runs `fn` with a harness started with `opts` and stops it afterwards (also when `fn`
+ * throws), or skips the test `t` with the SKIPPED message when PostgreSQL or Redis that
+ * `opts` asks for is not reachable here (printed too, so that a run's log says so).
+ */
+export async function withHarness(
+  t: { skip(message?: string): void },
+  opts: HarnessOptions,
+  fn: (h: Harness) => Promise<void>,
+): Promise<void> {
+  const why = await harnessUnavailable(opts);
+  if (why) {
+    console.log(why);
+    t.skip(why);
+    return;
+  }
+  const h = await startHarness(opts);
+  try {
+    await fn(h);
+  } finally {
+    await h.stop();
+  }
+}
+
 let harnessSeq = 0;
 
 /**

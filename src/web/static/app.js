@@ -56,6 +56,29 @@ function pct(v) {
   const s = (v > 0 ? '+' : '') + Number(v).toFixed(2) + '%';
   return h('span', { class: v > 0 ? 'up' : v < 0 ? 'down' : '' }, s);
 }
+/**
+ * A table in a region that scrolls sideways and takes keyboard focus (`.table-wrap`): the frame
+ * of every table on the dashboard. `attrs` go on the table, but for two:
+ * - `numeric(i)`: column i holds numbers (its header right-aligned, like its cells);
+ * - `labelledBy`: the id of the sentence that names the region and the table (default: the
+ *   region is named "Scrollable table" and the table has no name of its own).
+ * `heads`: a column's header text, a `th` (kept as it is) or any other node (put in a `th`).
+ * `body`: a tbody element (kept as it is), or the row or rows of a new one.
+ */
+function scrollTable({ numeric = () => false, labelledBy, ...attrs }, heads, body) {
+  const named = labelledBy ? { 'aria-labelledby': labelledBy } : null;
+  const th = (x, i) => (x instanceof Node && x.tagName === 'TH' ? x : h('th', { scope: 'col', class: numeric(i) ? 'num' : '' }, x));
+  return h(
+    'div',
+    { class: 'table-wrap', tabindex: 0, role: 'region', ...(named ?? { 'aria-label': 'Scrollable table' }) },
+    h(
+      'table',
+      { ...attrs, ...named },
+      h('thead', {}, h('tr', {}, heads.map(th))),
+      body instanceof Node && body.tagName === 'TBODY' ? body : h('tbody', {}, body),
+    ),
+  );
+}
 const level = (l) => (l ? h('span', { class: `level ${l}`, text: LEVEL_LABEL[l] ?? l }) : h('span', { class: 'muted', text: 'none' }));
 const regimeBadge = (r) => h('span', { class: `level ${r}`, text: r });
 /** Whole days between two YYYY-MM-DD days. */
@@ -383,11 +406,7 @@ function signalsTable(d, asOf) {
       h('a', { href: '/track-record', text: 'track record' }),
       '.',
     ),
-    h(
-      'div',
-      { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
-      h('table', { id: 'signals' }, h('thead', {}, h('tr', {}, heads)), tbody),
-    ),
+    scrollTable({ id: 'signals' }, heads, tbody),
     d.unavailable.length
       ? h(
           'div',
@@ -525,50 +544,31 @@ function healthCard(c, asOf, title) {
       h('dd', {}, freshness(c.as_of, asOf, c)),
     ),
     h('h3', { text: 'Components (z-scores over ' + c.window_days + ' days)' }),
-    h(
-      'div',
-      { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
-      h(
-        'table',
-        {},
-        h(
-          'thead',
-          {},
-          h(
+    scrollTable(
+      { numeric: (i) => i > 0 && i < 5 },
+      ['Metric', 'Value', 'z-score', 'Weight', 'Contribution', 'As of'],
+      c.components.length === 0
+        ? h(
             'tr',
             {},
-            ['Metric', 'Value', 'z-score', 'Weight', 'Contribution', 'As of'].map((t, i) =>
-              h('th', { scope: 'col', class: i && i < 5 ? 'num' : '', text: t }),
+            h('td', {
+              colspan: 6,
+              class: 'muted',
+              text: 'None: no metric has current data, so there is no score (see the missing or stale metrics below).',
+            }),
+          )
+        : c.components.map((m) =>
+            h(
+              'tr',
+              {},
+              h('td', { text: m.metric }),
+              h('td', { class: 'num', text: num(m.value, 2) }),
+              h('td', { class: 'num', text: num(m.z_score, 3) }),
+              h('td', { class: 'num', text: num(m.weight, 3) }),
+              h('td', { class: 'num', text: num(m.contribution, 3) }),
+              h('td', {}, freshness(m.as_of, asOf)),
             ),
           ),
-        ),
-        h(
-          'tbody',
-          {},
-          c.components.length === 0
-            ? h(
-                'tr',
-                {},
-                h('td', {
-                  colspan: 6,
-                  class: 'muted',
-                  text: 'None: no metric has current data, so there is no score (see the missing or stale metrics below).',
-                }),
-              )
-            : c.components.map((m) =>
-                h(
-                  'tr',
-                  {},
-                  h('td', { text: m.metric }),
-                  h('td', { class: 'num', text: num(m.value, 2) }),
-                  h('td', { class: 'num', text: num(m.z_score, 3) }),
-                  h('td', { class: 'num', text: num(m.weight, 3) }),
-                  h('td', { class: 'num', text: num(m.contribution, 3) }),
-                  h('td', {}, freshness(m.as_of, asOf)),
-                ),
-              ),
-        ),
-      ),
     ),
     c.missing_metrics.length
       ? h(
@@ -607,51 +607,34 @@ async function historySection(asset, el) {
     const rows = r.data.entries;
     el.append(
       h('p', { class: 'small muted', text: `${rows.length} changes in the last 365 days, newest first.` }),
-      h(
-        'div',
-        { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
-        h(
-          'table',
-          { id: 'history' },
+      scrollTable(
+        { id: 'history', numeric: (i) => i >= 3 && i <= 5 },
+        ['Day', 'Signal', 'Previous', 'Score', 'Confidence', 'Price', 'Why'],
+        rows.map((e) =>
           h(
-            'thead',
+            'tr',
             {},
-            h(
-              'tr',
-              {},
-              ['Day', 'Signal', 'Previous', 'Score', 'Confidence', 'Price', 'Why'].map((t) => h('th', { scope: 'col', text: t })),
-            ),
-          ),
-          h(
-            'tbody',
-            {},
-            rows.map((e) =>
-              h(
-                'tr',
-                {},
-                h('td', { text: e.changed_at }),
-                h('td', {}, level(e.signal)),
-                h('td', {}, level(e.previous_signal)),
-                h('td', { class: 'num', text: num(e.score, 3) }),
-                h('td', { class: 'num', text: num(e.confidence, 2) }),
-                h('td', { class: 'num', text: price(e.price_usd) }),
-                // The rule that set the level that day (band, hysteresis, confirmation, volatility
-                // gate) as a disclosure: its sentence opens by click, tap or keyboard (a title
-                // attribute reaches mouse users only). Changes stored without a rule: a dash.
-                e.level_rule
-                  ? h(
-                      'td',
-                      { class: 'why' },
-                      h(
-                        'details',
-                        {},
-                        h('summary', { text: LEVEL_REASON_LABELS[e.level_rule.reason] ?? e.level_rule.reason }),
-                        h('p', { class: 'small', text: e.level_rule.explanation }),
-                      ),
-                    )
-                  : h('td', { text: '—' }),
-              ),
-            ),
+            h('td', { text: e.changed_at }),
+            h('td', {}, level(e.signal)),
+            h('td', {}, level(e.previous_signal)),
+            h('td', { class: 'num', text: num(e.score, 3) }),
+            h('td', { class: 'num', text: num(e.confidence, 2) }),
+            h('td', { class: 'num', text: price(e.price_usd) }),
+            // The rule that set the level that day (band, hysteresis, confirmation, volatility
+            // gate) as a disclosure: its sentence opens by click, tap or keyboard (a title
+            // attribute reaches mouse users only). Changes stored without a rule: a dash.
+            e.level_rule
+              ? h(
+                  'td',
+                  { class: 'why' },
+                  h(
+                    'details',
+                    {},
+                    h('summary', { text: LEVEL_REASON_LABELS[e.level_rule.reason] ?? e.level_rule.reason }),
+                    h('p', { class: 'small', text: e.level_rule.explanation }),
+                  ),
+                )
+              : h('td', { text: '—' }),
           ),
         ),
       ),
@@ -780,38 +763,19 @@ async function chainsPage() {
       const section = healthCard(c, asOf, `${c.name} (${c.chain})`);
       section.append(
         h('h3', { text: 'Raw metrics with 7-day change' }),
-        h(
-          'div',
-          { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
-          h(
-            'table',
-            { class: 'metrics' },
+        scrollTable(
+          { class: 'metrics', numeric: (i) => i > 0 && i < 4 },
+          ['Metric', 'Value', '7 d change', '7 d %', 'As of', 'Source'],
+          Object.entries(m.metrics).map(([name, v]) =>
             h(
-              'thead',
+              'tr',
               {},
-              h(
-                'tr',
-                {},
-                ['Metric', 'Value', '7 d change', '7 d %', 'As of', 'Source'].map((t, k) =>
-                  h('th', { scope: 'col', class: k && k < 4 ? 'num' : '', text: t }),
-                ),
-              ),
-            ),
-            h(
-              'tbody',
-              {},
-              Object.entries(m.metrics).map(([name, v]) =>
-                h(
-                  'tr',
-                  {},
-                  h('td', { text: name }),
-                  h('td', { class: 'num' }, v.value === null ? h('span', { class: 'stale', text: 'missing' }) : num(v.value, 2)),
-                  h('td', { class: 'num' }, v.change_7d === null ? h('span', { class: 'muted', text: 'no data' }) : num(v.change_7d, 2)),
-                  h('td', { class: 'num' }, pct(v.change_7d_pct)),
-                  h('td', {}, freshness(v.as_of, asOf, v)),
-                  h('td', { class: 'small wrap', text: v.source }),
-                ),
-              ),
+              h('td', { text: name }),
+              h('td', { class: 'num' }, v.value === null ? h('span', { class: 'stale', text: 'missing' }) : num(v.value, 2)),
+              h('td', { class: 'num' }, v.change_7d === null ? h('span', { class: 'muted', text: 'no data' }) : num(v.change_7d, 2)),
+              h('td', { class: 'num' }, pct(v.change_7d_pct)),
+              h('td', {}, freshness(v.as_of, asOf, v)),
+              h('td', { class: 'small wrap', text: v.source }),
             ),
           ),
         ),
@@ -845,31 +809,14 @@ const judged = (text, good) =>
     : h('td', { class: 'num', text });
 
 /**
- * A scrollable table after the sentence that explains it (the table is described by it);
+ * A scrollable table after the sentence that explains and names it (scrollTable);
  * numeric columns (all but the first) right-aligned.
  */
 function figuresTable(id, caption, heads, rows) {
   return [
     h('p', { class: 'small muted', id: `${id}-about`, text: caption }),
-    h(
-      'div',
-      { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-labelledby': `${id}-about` },
-      h(
-        'table',
-        // Named (not only described) by the sentence: a table without a name is announced as "table".
-        { id, 'aria-labelledby': `${id}-about` },
-        h(
-          'thead',
-          {},
-          h(
-            'tr',
-            {},
-            heads.map((t, i) => h('th', { scope: 'col', class: i ? 'num' : '', text: t })),
-          ),
-        ),
-        h('tbody', {}, rows),
-      ),
-    ),
+    // Named (not only described) by the sentence: a table without a name is announced as "table".
+    scrollTable({ id, labelledBy: `${id}-about`, numeric: (i) => i > 0 }, heads, rows),
   ];
 }
 
@@ -1258,68 +1205,49 @@ function keysSection(tierNote) {
     list.replaceChildren(
       keys.length === 0
         ? h('p', { class: 'muted', text: 'No keys yet.' })
-        : h(
-            'div',
-            { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': 'Scrollable table' },
-            h(
-              'table',
-              { id: 'keys' },
+        : scrollTable(
+            { id: 'keys', numeric: (i) => i === 4 || i === 5 },
+            ['Prefix', 'Name', 'Tier', 'Status', 'Today', 'Total', 'Last used', h('span', { class: 'muted', text: 'Actions' })],
+            keys.map((k) =>
               h(
-                'thead',
-                {},
+                'tr',
+                { dataset: { keyId: k.id, prefix: k.prefix } },
+                h('td', {}, h('code', { text: k.prefix + '…' })),
+                // A long name wraps inside its cell instead of pushing Revoke off the screen.
+                h('td', { class: 'key-name', text: k.name, title: k.name }),
+                h('td', { text: k.tier }),
+                h('td', { class: 'status', text: k.status }),
+                h('td', { class: 'num today', text: k.usage.requests_today }),
+                h('td', { class: 'num total', text: k.usage.requests_total }),
+                h('td', {
+                  text: k.usage.last_used_at
+                    ? new Date(k.usage.last_used_at).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'
+                    : 'never',
+                }),
                 h(
-                  'tr',
+                  'td',
                   {},
-                  ['Prefix', 'Name', 'Tier', 'Status', 'Today', 'Total', 'Last used', ''].map((t, i) =>
-                    h('th', { scope: 'col', class: i === 4 || i === 5 ? 'num' : '' }, t || h('span', { class: 'muted', text: 'Actions' })),
-                  ),
-                ),
-              ),
-              h(
-                'tbody',
-                {},
-                keys.map((k) =>
-                  h(
-                    'tr',
-                    { dataset: { keyId: k.id, prefix: k.prefix } },
-                    h('td', {}, h('code', { text: k.prefix + '…' })),
-                    // A long name wraps inside its cell instead of pushing Revoke off the screen.
-                    h('td', { class: 'key-name', text: k.name, title: k.name }),
-                    h('td', { text: k.tier }),
-                    h('td', { class: 'status', text: k.status }),
-                    h('td', { class: 'num today', text: k.usage.requests_today }),
-                    h('td', { class: 'num total', text: k.usage.requests_total }),
-                    h('td', {
-                      text: k.usage.last_used_at
-                        ? new Date(k.usage.last_used_at).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'
-                        : 'never',
-                    }),
-                    h(
-                      'td',
-                      {},
-                      k.status === 'active'
-                        ? h('button', {
-                            type: 'button',
-                            class: 'danger revoke',
-                            text: 'Revoke',
-                            'aria-label': `Revoke key ${k.name} (${k.prefix})`,
-                            onclick: async () => {
-                              if (
-                                !(await confirmDialog(
-                                  `Revoke the key "${k.name}" (${k.prefix}…)? Programs using it will get 401 at once. This cannot be undone.`,
-                                  'Revoke key',
-                                ))
-                              )
-                                return;
-                              const rr = await api('POST', '/keys/revoke', { key_id: k.id });
-                              if (!rr.ok) return say(msg, errorOf(rr), 'error');
-                              await load();
-                              sayAndFocus(msg, `Key ${k.prefix}… revoked.`, 'ok');
-                            },
-                          })
-                        : h('span', { class: 'muted', text: k.revoked_at ? `revoked ${k.revoked_at.slice(0, 10)}` : '' }),
-                    ),
-                  ),
+                  k.status === 'active'
+                    ? h('button', {
+                        type: 'button',
+                        class: 'danger revoke',
+                        text: 'Revoke',
+                        'aria-label': `Revoke key ${k.name} (${k.prefix})`,
+                        onclick: async () => {
+                          if (
+                            !(await confirmDialog(
+                              `Revoke the key "${k.name}" (${k.prefix}…)? Programs using it will get 401 at once. This cannot be undone.`,
+                              'Revoke key',
+                            ))
+                          )
+                            return;
+                          const rr = await api('POST', '/keys/revoke', { key_id: k.id });
+                          if (!rr.ok) return say(msg, errorOf(rr), 'error');
+                          await load();
+                          sayAndFocus(msg, `Key ${k.prefix}… revoked.`, 'ok');
+                        },
+                      })
+                    : h('span', { class: 'muted', text: k.revoked_at ? `revoked ${k.revoked_at.slice(0, 10)}` : '' }),
                 ),
               ),
             ),
