@@ -443,6 +443,17 @@ describe('embedded identity provider on PostgreSQL', () => {
         for (const k of ['error', 'warn', 'log', 'info'] as const)
           console[k] = (...args: unknown[]) => void consoleLines.push(args.map(String).join(' '));
         await db.drop();
+        // A signed-in user's JWT first, so that its line is the outage's first (OutageLog folds
+        // later ones): its sign-in session cannot be looked up. That is 503, the database's
+        // fault, not 401, and the line carries the database's own error, not the answer's words.
+        const jwtCall = await svc.app.inject({ method: 'GET', url: '/api/v1/keys', headers: { authorization: `Bearer ${jwt}` } });
+        assert.equal(jwtCall.statusCode, 503, jwtCall.body);
+        assert.equal(jwtCall.json().error.message, 'The identity provider could not be reached; try again shortly');
+        const firstOutageLine = log.lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'dependency unavailable');
+        assert.ok(firstOutageLine?.err, 'the 503 of the session look-up is logged with its cause');
+        // PostgreSQL's own SQLSTATE (3D000, the database does not exist), not the answer's words.
+        assert.match(String(firstOutageLine.err.code), /^[0-9A-Z]{5}$/, JSON.stringify(firstOutageLine.err));
+        assert.doesNotMatch(JSON.stringify(firstOutageLine.err), /identity provider could not/, 'the cause, not the answer');
         // Keyed API and MCP requests during the outage are logged too (their key look-up fails).
         const keyed = await svc.app.inject({ method: 'GET', url: '/api/v1/signals', headers: { authorization: `Bearer ${apiKey}` } });
         assert.equal(keyed.statusCode, 503, keyed.body);
