@@ -28,7 +28,7 @@ import { createGuard } from './guard.ts';
 import { HttpMetrics, PROTOCOL_ERROR } from './metrics.ts';
 import { openApiTransform, openApiTransformObject } from './openapi.ts';
 import { identityRoutes } from './identity.ts';
-import { pageHeaders } from './page-headers.ts';
+import { pageHeaders, SITE_PAGES } from './page-headers.ts';
 import { v1Routes } from './routes/v1.ts';
 import { LOCATION_NOUN } from './route.ts';
 
@@ -137,14 +137,14 @@ function isPageNavigation(req: FastifyRequest): boolean {
   );
 }
 
-/** The HTML 404 page for `path` (escaped), linking to the dashboard and the API reference. */
+/** The HTML 404 page for `path` (escaped), linking to the site's pages (SITE_PAGES, as the dashboard's navigation does). */
 function notFoundPage(path: string): string {
   const esc = path.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   return (
     '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">' +
     '<title>Page not found - Market Intelligence</title></head><body><main><h1>Page not found</h1>' +
     `<p>There is no page at <code>${esc}</code>.</p>` +
-    '<p><a href="/">Overview</a> · <a href="/chains">Chains</a> · <a href="/account">Account</a> · <a href="/docs">API reference</a></p>' +
+    `<p>${SITE_PAGES.map((p) => `<a href="${p.href}">${p.label}</a>`).join(' · ')}</p>` +
     '</main></body></html>'
   );
 }

@@ -14,3 +14,16 @@ export function pageHeaders(reply: FastifyReply, csp: string): FastifyReply {
     .header('x-content-type-options', 'nosniff')
     .header('referrer-policy', 'no-referrer');
 }
+
+/**
+ * The site's pages in navigation order: the dashboard's header (src/web/page.ts) and the HTML
+ * 404 page (src/http/app.ts) link the same ones. `nav`: the dashboard's name for the page,
+ * which marks the current one (`data-nav`); the API reference has none (it is not a dashboard page).
+ */
+export const SITE_PAGES: readonly { href: string; label: string; nav?: string }[] = [
+  { href: '/', label: 'Overview', nav: 'overview' },
+  { href: '/chains', label: 'Chains', nav: 'chains' },
+  { href: '/track-record', label: 'Track record', nav: 'track-record' },
+  { href: '/account', label: 'Account', nav: 'account' },
+  { href: '/docs', label: 'API reference' },
+];

@@ -1,4 +1,5 @@
 import type { Tier } from '../auth/tiers.ts';
+import { SITE_PAGES } from '../http/page-headers.ts';
 
 /** What the page script needs from the server, embedded in the document as JSON (`#config`). */
 export interface PageConfig {
@@ -58,11 +59,7 @@ export function dashboardHtml(config: PageConfig): string {
 <a class="brand" href="/">Market Intelligence</a>
 <nav aria-label="Main">
 <ul>
-<li><a href="/" data-nav="overview">Overview</a></li>
-<li><a href="/chains" data-nav="chains">Chains</a></li>
-<li><a href="/track-record" data-nav="track-record">Track record</a></li>
-<li><a href="/account" data-nav="account">Account</a></li>
-<li><a href="/docs">API reference</a></li>
+${SITE_PAGES.map((p) => `<li><a href="${p.href}"${p.nav ? ` data-nav="${p.nav}"` : ''}>${p.label}</a></li>`).join('\n')}
 </ul>
 </nav>
 </header>

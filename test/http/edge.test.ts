@@ -195,6 +195,12 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     assert.match(page.raw, /<h1>Page not found<\/h1>/);
     assert.match(page.raw, /<code>\/asset\/<\/code>/);
     assert.ok(page.raw.includes('<a href="/">Overview</a>'));
+    // The same pages as the dashboard's navigation (the track record was missing here).
+    const links = (html: string) => [...html.matchAll(/<a href="([^"]+)"[^>]*>([^<]+)<\/a>/g)].map((m) => `${m[1]} ${m[2]}`);
+    const dashboard = await h.request('GET', '/', { headers: html });
+    const nav = /<nav aria-label="Main">([\s\S]*?)<\/nav>/.exec(dashboard.raw)?.[1] ?? '';
+    assert.ok(links(nav).includes('/track-record Track record'), nav);
+    assert.deepEqual(links(page.raw), links(nav));
     // The path is escaped, never echoed as markup.
     const evil = await h.request('GET', '/%3Cscript%3Ex%3C%2Fscript%3E', { headers: html });
     assert.equal(evil.status, 404);
