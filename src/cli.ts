@@ -111,12 +111,16 @@ async function mcpStdio(cfg: Config): Promise<void> {
   const { createLogger } = await import('./logger.ts');
   const log = createLogger(cfg.LOG_LEVEL, process.stderr);
   const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
+  // A stop (SIGTERM, SIGINT, stdin ending) during the start-up ends it at the next phase.
+  const startup = new AbortController();
   const core = (async () => {
     // Let the transport read and answer `initialize` before the start-up's work takes the event loop.
     await new Promise((r) => setTimeout(r, 50));
     const coreModule = await import('./core.ts');
-    const c = await coreModule.createCore(cfg, { log });
+    startup.signal.throwIfAborted();
+    const c = await coreModule.createCore(cfg, { log, signal: startup.signal });
     try {
+      startup.signal.throwIfAborted();
       await coreModule.prepareCore(c);
     } catch (err) {
       await c.stop().catch(() => {});
@@ -125,7 +129,7 @@ async function mcpStdio(cfg: Config): Promise<void> {
     const database = cfg.DATABASE_URL ? 'DATABASE_URL' : `PGLITE_DIR=${cfg.PGLITE_DIR}`;
     return { services: c, access: c.access, log: c.log, asOf: c.market.asOf, database, onClose: () => c.stop() };
   })();
-  await runStdio(core, process.env[STDIO_KEY_ENV] || undefined, log, { shutdownTimeoutMs: cfg.SHUTDOWN_TIMEOUT_MS });
+  await runStdio(core, process.env[STDIO_KEY_ENV] || undefined, log, { shutdownTimeoutMs: cfg.SHUTDOWN_TIMEOUT_MS, startup });
 }
 
 async function backfill(cfg: Config): Promise<void> {

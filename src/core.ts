@@ -118,18 +118,35 @@ function connectRedis(
 }
 
 /**
+ * Between two start-up phases: throws `signal`'s reason once it is aborted. The event loop gets
+ * a full turn first, since a phase's end runs straight on into the next (promise
+ * continuations): a SIGTERM that came during the phase is read in the loop's poll phase, so its
+ * handler runs (and aborts) only then. A timer, then an immediate: whichever phase of the loop
+ * this is called from, a poll phase lies between the two.
+ */
+async function stopPoint(signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return;
+  await new Promise((r) => setTimeout(r, 0));
+  await new Promise((r) => setImmediate(r));
+  signal.throwIfAborted();
+}
+
+/**
  * Builds the core from a config: opens and migrates the database (PGlite or PostgreSQL),
  * loads the dataset as of AS_OF and computes every series, and sets up keys, theses, usage
  * counting, rate limits (memory or Redis) and access. JWT verification is configured here
  * for an external identity provider (AUTH_ISSUER); the embedded one is attached later by the
  * server (`core.access.useJwtVerifier`), since it lives in the database opened here.
  * `opts.clock` is the wall clock of the live mode (freshness, what "today" is); tests set it.
+ * `opts.signal` stops the start-up between its phases (database, import, series): the
+ * database is closed cleanly (never cut off mid-write) and the signal's reason is thrown.
  * @throws ConfigError, DatabaseInUseError, DataValidationError or RangeError (AS_OF before the
- *   data) with a message naming the problem; nothing stays open when it throws.
+ *   data) with a message naming the problem, or `opts.signal`'s reason once it is aborted;
+ *   nothing stays open when it throws.
  */
 export async function createCore(
   config: Config,
-  opts: { logStream?: NodeJS.WritableStream; log?: Logger; clock?: () => Date } = {},
+  opts: { logStream?: NodeJS.WritableStream; log?: Logger; clock?: () => Date; signal?: AbortSignal } = {},
 ): Promise<Core> {
   const clock = opts.clock ?? (() => new Date());
   const log = opts.log ?? createLogger(config.LOG_LEVEL, opts.logStream);
@@ -174,6 +191,7 @@ export async function createCore(
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
   try {
+    await stopPoint(opts.signal);
     if (config.LIVE && config.AS_OF)
       throw new ConfigError(`AS_OF=${config.AS_OF} pins the served day, but LIVE=1 serves the newest data: unset one of them`);
     const history = new HistoryRepo(database.db);
@@ -187,6 +205,7 @@ export async function createCore(
       rows: imported.inserted,
       series: imported.series,
     });
+    await stopPoint(opts.signal);
     // The embedded database keeps a copy of the market data next to its folder, valid while
     // the store's revision is unchanged (store/market-cache.ts): a restart reads one file.
     // Start-up only: the live ingest's reloads follow writes, which are misses anyway.
@@ -222,6 +241,7 @@ export async function createCore(
       config.LIVE ? { mode: 'live', referenceDay: () => newestCompleteDay(clock()) } : { mode: 'offline' },
     );
     t = logPhase(log, 'series', 'signal, regime and chain-health series computed', t, { series: market.signalSeries.size });
+    await stopPoint(opts.signal);
     const repos = {
       users: new UserRepo(database.db),
       keys: new KeyRepo(database.db, database.kind),

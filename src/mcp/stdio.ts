@@ -17,6 +17,18 @@ import type { ToolContext } from './tool.ts';
 export const STDIN_END_DRAIN_MS = 60_000;
 
 /**
+ * The reason a stdio server's start-up was ended: a stop (SIGTERM, SIGINT, stdin ending) came
+ * while the core was still starting (runStdio's `opts.startup`). Requests still waiting for
+ * the core are answered with its message.
+ */
+export class StartupStopped extends Error {
+  override name = 'StartupStopped';
+  constructor() {
+    super('The MCP server was stopped while it was starting; start it again to use the tools');
+  }
+}
+
+/**
  * How long a failed start (a refused key, a start-up failure) waits, at most, ms, for the
  * requests read so far to be answered with the failure before runStdio rejects: answering
  * them is a few turns of the event loop; the bound keeps a stuck write from holding the exit.
@@ -240,12 +252,15 @@ export function unreadableLine(err: Error): { code: number; message: string } | 
  *   checked is closed cleanly instead, within its own SHUTDOWN_TIMEOUT_MS (PGlite must not be
  *   cut off mid-write). A second SIGINT exits at once. When stdin ends, the stop may take
  *   STDIN_END_DRAIN_MS after the drain.
+ * @param opts.startup aborted (with a StartupStopped) by a stop that comes while the core is
+ *   still starting, so that `deps` ends at its next phase instead of starting in full only to
+ *   be closed (createCore's `signal`); the process then exits 0 as after any stop.
  */
 export async function runStdio(
   deps: Promise<StdioDeps>,
   apiKey: string | undefined,
   log: Logger,
-  opts: { shutdownTimeoutMs?: number } = {},
+  opts: { shutdownTimeoutMs?: number; startup?: AbortController } = {},
 ): Promise<void> {
   const shutdownTimeoutMs = opts.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
   const authenticate = async (d: StdioDeps): Promise<Caller> => {
@@ -296,8 +311,9 @@ export async function runStdio(
     if (closing) return;
     closing = true;
     await server.close().catch(() => {});
-    // A core still starting is stopped once it is up (PGlite must not be cut off mid-write),
-    // within its own bound.
+    // A core still starting ends at its next phase (its database closed cleanly: PGlite must
+    // not be cut off mid-write); one that got up is closed within its own bound.
+    opts.startup?.abort(new StartupStopped());
     const core = await deps.catch(() => null);
     if (core) {
       coreClosing = true;
@@ -318,8 +334,17 @@ export async function runStdio(
         () => false,
         () => true,
       )
-    )
-      return;
+    ) {
+      // Unless it failed only because this stop ended it: that is a clean end.
+      if (
+        !(await deps.then(
+          () => false,
+          (e: unknown) => e instanceof StartupStopped,
+        ))
+      )
+        return;
+      log.info('MCP stdio: stopped during start-up (the database was closed cleanly)');
+    }
     await flushed(process.stdout);
     process.exit(0);
   };
@@ -418,6 +443,8 @@ export async function runStdio(
   try {
     ctx = await context;
   } catch (err) {
+    // A stop ended the start-up: `close` ends the process (exit 0), as after any stop.
+    if (err instanceof StartupStopped) return;
     // The caller exits on this error: first the requests waiting for the core get their
     // answer (createMcpServer answers them with the refusal), and stdout is flushed, or the
     // exit could cut them off and the client would see a closed connection instead.

@@ -381,6 +381,38 @@ test('SIGTERM while the core is still starting ends the process within SHUTDOWN_
   assert.doesNotMatch(err, /closing the core did not finish in time/);
 });
 
+test(
+  'SIGTERM while the core is still starting ends the start-up at its next phase: exit 0, no full start, and the database opens cleanly after',
+  SLOW,
+  async () => {
+    // An MCP client that gives up on a first start (SIGTERM, then SIGKILL a few seconds later)
+    // used to wait for the whole start-up (database, import, series, backfill) before the stop.
+    const dir = mkdtempSync(path.join(tmpdir(), 'mi-stdio-stop-'));
+    const pgliteDir = path.join(dir, 'pglite');
+    try {
+      const child = spawnStdio({ PGLITE_DIR: pgliteDir, LOG_LEVEL: 'info' });
+      const answeredInit = new Promise<void>((r) => createInterface({ input: child.stdout! }).once('line', () => r()));
+      const run = exchange(child, HANDSHAKE, true, 60_000);
+      await answeredInit;
+      child.kill('SIGTERM');
+      const { code, err } = await run;
+      assert.equal(code, 0, err);
+      assert.match(err, /MCP stdio: stopped during start-up \(the database was closed cleanly\)/);
+      assert.doesNotMatch(err, /"phase":"backfill"|MCP stdio server ready/, 'the start-up did not run to its end');
+      // The folder it left is a sound database: the next start uses it and answers a tool call.
+      const again = await exchange(spawnStdio({ PGLITE_DIR: pgliteDir }), [
+        ...HANDSHAKE,
+        { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'get_assets', arguments: {} } },
+      ]);
+      assert.equal(again.code, 0, again.err);
+      const call = again.out.map((l) => JSON.parse(l) as { id: number; result?: { isError?: boolean } }).find((a) => a.id === 2);
+      assert.ok(call?.result && !call.result.isError, again.out.join('\n'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
+
 describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
   const pgUp = await postgresAvailable();
   let idp: TestIdp;
