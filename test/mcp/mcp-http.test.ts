@@ -466,10 +466,11 @@ describe('MCP auth, tiers and limits', () => {
     const c = await connect();
     const ok = (await c.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult;
     assert.notEqual(ok.isError, true);
-    assert.equal(
-      toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code,
-      'UNAUTHORIZED',
-    );
+    const noKey = toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult);
+    assert.equal(noKey.code, 'UNAUTHORIZED');
+    // REST's theses take a JWT too, MCP does not: the message asks for an API key only.
+    assert.match(noKey.message, /^This operation needs an API key: sign in at \/signin/);
+    assert.doesNotMatch(noKey.message, /JWT \(bearer token\)/);
     // As REST: no key is UNAUTHORIZED, a key of a lower tier TIER_REQUIRED.
     assert.equal(
       toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code,
