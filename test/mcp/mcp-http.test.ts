@@ -7,6 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
+import { createMcpServer, MCP_METHODS } from '../../src/mcp/server.ts';
 import { AUTH_FAILURES_PER_MINUTE, MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
@@ -410,6 +411,29 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     // Well-formed calls still answer.
     const ok = (await (await rawMcp(callMsg('get_assets'), auth)).json()) as { result: CallToolResult };
     assert.equal(ok.result.isError, undefined);
+  });
+
+  test('an unknown method is -32601 naming the method and the methods the server answers, not a bare "Method not found"', async () => {
+    for (const method of ['tools/nope', 'resources/list']) {
+      const res = await rawMcp({ jsonrpc: '2.0', id: ++ipSeq, method });
+      assert.equal(res.status, 200);
+      const body = (await res.json()) as { id: number; error: { code: number; message: string } };
+      assert.equal(body.id, ipSeq);
+      assert.equal(body.error.code, -32601, JSON.stringify(body));
+      assert.equal(
+        body.error.message,
+        `Method not found: "${method}"; this MCP server answers initialize, ping, tools/list, tools/call (tools only: no resources or prompts); call a tool with tools/call {"name": <a tool from tools/list>, "arguments": {...}}`,
+      );
+    }
+    // The list named is the one the server has handlers for (an SDK upgrade that adds one shows here).
+    const server = createMcpServer(new Promise<never>(() => {}));
+    const registered = [...(server as unknown as { _requestHandlers: Map<string, unknown> })._requestHandlers.keys()];
+    assert.deepEqual(registered.sort(), [...MCP_METHODS].sort());
+    // Each of them answers (not -32601).
+    const c = await connect();
+    await c.ping();
+    assert.ok((await c.listTools()).tools.length > 0);
+    await c.close();
   });
 });
 
