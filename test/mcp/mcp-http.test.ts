@@ -136,6 +136,14 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     // Series with no data are named as gaps, not passed over as fresh.
     assert.match(chains.description!, /; \d+ series hold no data \(gaps: .*metric:eth:dex_volume/);
     assert.match(tools.find((t) => t.name === 'get_market_regime')!.description!, /no series this tool reads is stale/);
+    // get_assets says what a stale asset looks like in its answer (null signal; no stale flag), which carries no `stale` field.
+    const assetsTool = tools.find((t) => t.name === 'get_assets')!;
+    assert.match(
+      assetsTool.description!,
+      /prices are missing or stale has no current signal \(signal, score and price_usd null, capabilities\.signals false\)/,
+    );
+    assert.match(assetsTool.description!, /data_to, its newest price day/);
+    assert.ok(!('stale' in (assetsTool.outputSchema!.properties!.assets as { items: { properties: object } }).items.properties));
     const hist = tools.find((t) => t.name === 'get_signal_history')!;
     const days = (hist.inputSchema.properties as any).days;
     assert.equal(days.minimum, 1);
@@ -189,6 +197,12 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const assets = (await c.callTool({ name: 'get_assets', arguments: {} })).structuredContent as AssetsData;
     assert.match(getAssetsTool.summary({ assets: assets.assets.slice(0, 1) }), /^1 supported asset:\n/);
     assert.match(getAssetsTool.summary(assets), new RegExp(`^${assets.assets.length} supported assets:`));
+    // An asset without a current signal (prices missing or stale; no stale flag in the answer) says why and how old its prices are.
+    const stale = { ...assets.assets[0]!, signal: null, score: null, price_usd: null, data_to: '2025-08-02' };
+    assert.equal(
+      getAssetsTool.summary({ assets: [stale] }).split('\n')[1],
+      `- ${stale.asset} (${stale.symbol}): no current signal (prices missing or stale; newest price day 2025-08-02)${stale.chain ? `, chain ${stale.chain}` : ''}`,
+    );
     const signals = (await c.callTool({ name: 'get_signals', arguments: {} })).structuredContent as SignalsData;
     assert.match(getSignalsTool.summary({ ...signals, signals: signals.signals.slice(0, 1) }), /^Signals of 1 asset as of /);
     const none = getSignalHistoryTool.summary({ ...data, days: 1, entries: [], next_end: null });
