@@ -43,7 +43,26 @@ const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'u
 /** Writes out what `serve`'s asynchronous log still holds (set once it exists): a failed start's log lines then come before its error. */
 let flushServeLog: () => Promise<void> = () => Promise.resolve();
 
+/**
+ * Refuses a port another process listens on before the start-up's slow work (the database, the
+ * dataset import), so the user learns it in about a second instead of after the import: binds
+ * `host:port` and closes at once. Port 0 (any free port) is not checked. Any other bind error
+ * is left to the real listen, which reports it.
+ * @throws the bind's EADDRINUSE error (main's handler says to set PORT or stop the other process).
+ */
+async function assertPortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  const { createServer } = await import('node:net');
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? reject(err) : resolve()));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 async function serve(cfg: Config): Promise<void> {
+  // A port in use is refused before anything slow (checked again by the real listen below).
+  await assertPortFree(cfg.HOST, cfg.PORT);
   // Only `serve` loads the HTTP stack (Fastify, the identity provider).
   const [{ createService }, { logPhase, createLogger, flushLogger }] = await Promise.all([import('./server.ts'), import('./core.ts')]);
   // A server logs a line per request: buffered asynchronous writes (src/logger.ts).

@@ -12,7 +12,7 @@ import type { MarketDataProvider } from './providers/port.ts';
 import { TierRateLimiter } from './rate-limit/limiter.ts';
 import { Access } from './services/access.ts';
 import { KeyNotices, KeyService } from './services/keys.ts';
-import { StoredMarketProvider } from './services/market-data.ts';
+import { checkAsOfBeforeImport, StoredMarketProvider } from './services/market-data.ts';
 import { MarketService } from './services/market.ts';
 import type { Services } from './services/operation.ts';
 import { ThesisService } from './services/theses.ts';
@@ -194,6 +194,8 @@ export async function createCore(
     await stopPoint(opts.signal);
     if (config.LIVE && config.AS_OF)
       throw new ConfigError(`AS_OF=${config.AS_OF} pins the served day, but LIVE=1 serves the newest data: unset one of them`);
+    // An AS_OF past the data is refused now, not after the import (seconds on a new database).
+    if (config.AS_OF) await checkAsOfBeforeImport(config.AS_OF, dataset, new MarketRepo(database.jobs));
     const history = new HistoryRepo(database.db);
     // The bundled dataset seeds the market-data store (once per version of its files); the
     // engine then reads from the store, which the live ingest extends.

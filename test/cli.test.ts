@@ -262,18 +262,57 @@ test('shutdown is bounded: a client stalled mid-request does not hold the proces
   }
 });
 
-test('a start that fails (port in use) prints its error after every log line when stdout and stderr share a file', async () => {
-  // serve's log is asynchronous (buffered): its last lines used to reach the file after the
-  // error on stderr, pino flushing them only at exit.
+/** The `phase` of each JSON log line of `stdout` (start-up progress: begin, database, import, ...). */
+function phasesOf(stdout: string): string[] {
+  return stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => (JSON.parse(l) as { phase?: string }).phase)
+    .filter((p): p is string => p !== undefined);
+}
+
+test('serve --as-of a day past the data is refused before the dataset import: exit 1, the reason, no import logged', async () => {
+  const r = await cli(['serve', '--port', '0', '--as-of', '2030-01-01'], { PGLITE_DIR: 'memory://' });
+  assert.equal(r.code, 1, r.stderr);
+  assert.equal(
+    r.stderr,
+    'Invalid configuration:\n  AS_OF 2030-01-01 is after the newest day of the data (2025-09-30); use 2025-09-30 or earlier\nFix this variable in the environment (or --as-of) and start again.\n',
+  );
+  const phases = phasesOf(r.stdout);
+  assert.ok(phases.includes('database'), phases.join(','));
+  for (const late of ['import', 'dataset', 'series'])
+    assert.ok(!phases.includes(late), `${late} logged before the refusal: ${phases.join(',')}`);
+});
+
+test('serve on a port in use is refused before the database and the dataset import: exit 1, what to do, no start-up logged', async () => {
   const busy = createServer().listen(0, '127.0.0.1');
   await once(busy, 'listening');
   const port = (busy.address() as AddressInfo).port;
+  try {
+    const r = await cli(['serve', '--port', String(port), '--host', '127.0.0.1'], { PGLITE_DIR: 'memory://' });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^Failed to start: the port is in use \\(listen EADDRINUSE: address already in use 127\\.0\\.0\\.1:${port}\\); set PORT \\(or --port\\) to a free port, or stop the other process\\n$`,
+      ),
+    );
+    assert.deepEqual(phasesOf(r.stdout), [], 'nothing of the start-up (begin, database, import) ran');
+  } finally {
+    busy.close();
+  }
+});
+
+test('a start that fails (AS_OF past the data) prints its error after every log line when stdout and stderr share a file', async () => {
+  // serve's log is asynchronous (buffered): its last lines used to reach the file after the
+  // error on stderr, pino flushing them only at exit. (A port in use is refused before any
+  // log line now; an AS_OF past the data once the database is open.)
   const file = path.join(tmpDir(), 'out.log');
   const fd = openSync(file, 'w');
   try {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', String(port), '--host', '127.0.0.1'],
+      ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', '0', '--as-of', '2030-01-01'],
       {
         cwd: ROOT_DIR,
         stdio: ['ignore', fd, fd],
@@ -285,14 +324,14 @@ test('a start that fails (port in use) prints its error after every log line whe
     clearTimeout(timer);
     const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
     assert.equal(code, 1, lines.join('\n'));
-    assert.match(lines.at(-1)!, /^Failed to start: the port is in use/, lines.join('\n'));
-    const logged = lines.slice(0, -1).map((l) => JSON.parse(l) as { phase?: string });
+    // The error's three lines come last, after every log line.
+    assert.match(lines.slice(-3).join('\n'), /^Invalid configuration:\n {2}AS_OF 2030-01-01 is after the newest day/, lines.join('\n'));
+    const logged = lines.slice(0, -3).map((l) => JSON.parse(l) as { phase?: string });
     assert.ok(
-      logged.some((l) => l.phase === 'warm'),
-      'the last start-up phase before listen is in the file, before the error',
+      logged.some((l) => l.phase === 'database'),
+      'the last start-up phase before the refusal is in the file, before the error',
     );
   } finally {
     closeSync(fd);
-    busy.close();
   }
 });

@@ -91,6 +91,18 @@ export function bodyErrorMessage(code: string | undefined, contentType: string |
 }
 
 /**
+ * The message of a body refused as a whole (a validation issue at the root, `details.field`
+ * `body`). A JSON array, string or number where the route takes an object (`invalid_type`,
+ * whose `reason` is "must be an object, got an array") says that a JSON object is expected;
+ * any other root issue reads "Invalid body: REASON".
+ */
+export function wholeBodyMessage(keyword: string | undefined, reason: string | undefined): string {
+  if (keyword !== 'invalid_type') return `Invalid body: ${reason ?? 'invalid value'}`;
+  const got = reason ? /, got (.+)$/.exec(reason)?.[1] : undefined;
+  return `Invalid body: expected a JSON object${got ? `, got ${got}` : ''}; send the fields as a JSON object ({"name": value, ...}; the API reference at /docs lists this route's fields)`;
+}
+
+/**
  * fastify-type-provider-zod's validator, except that a missing body is no body for a body
  * schema that allows none (`POST /api/v1/keys/create`, README): Fastify hands a request
  * without body and Content-Type to the body validator as null, which such a schema refuses.
@@ -294,8 +306,11 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       const path = first?.instancePath?.replace(/^\//, '').replace(/\//g, '.') ?? '';
       // An undeclared field of a strict body: named with its path, like any other bad field.
       const extra = first?.keyword === 'unrecognized_keys' && !unknown ? params?.keys?.[0] : undefined;
-      const field =
+      const named =
         (unknown ? params?.keys?.[0] : extra !== undefined ? (path ? `${path}.${extra}` : extra) : path || params?.missingProperty) ?? '';
+      // The body as a whole was refused (an array, a string, a number: no field to name): `body`.
+      const wholeBody = named === '' && err.validationContext === 'body';
+      const field = wholeBody ? 'body' : named;
       // A query parameter given twice (?days=30&days=30) arrives as an array: say that, not
       // that the value is malformed (read only here, when validation failed: no cost otherwise).
       const repeated = err.validationContext === 'querystring' ? (req.query as Record<string, unknown> | undefined)?.[field] : undefined;
@@ -305,7 +320,9 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           ? first.message!
           : extra !== undefined
             ? `Unknown ${where} '${field}': remove it (the API reference at /docs lists the fields this route takes)`
-            : fieldMessage(where, field, first?.message ?? 'invalid value');
+            : wholeBody
+              ? wholeBodyMessage(first?.keyword, first?.message)
+              : fieldMessage(where, field, first?.message ?? 'invalid value');
       return sendError(req, reply, 400, 'INVALID_PARAMETER', message, { location: err.validationContext, field }, asOf);
     }
     // @fastify/static refuses a path that leaves its folder (e.g.

@@ -99,6 +99,23 @@ const INITIALIZE_REQUEST = withInvalidParams(
   `Send {"protocolVersion": "${LATEST_PROTOCOL_VERSION}", "capabilities": {}, "clientInfo": {"name": <string>, "version": <string>}}.`,
 );
 
+/**
+ * The JSON-RPC request methods this server answers: the SDK's own (`initialize`, re-registered
+ * below, and `ping`) and the two tool methods. Named in the error of any other method;
+ * test/mcp/mcp-http.test.ts checks it against the methods the SDK's server has handlers for.
+ */
+export const MCP_METHODS: readonly string[] = ['initialize', 'ping', 'tools/list', 'tools/call'];
+
+/**
+ * The -32601 Method not found message for `method`: the SDK's is a bare "Method not found";
+ * this one names the method and the methods there are (a misspelt `tools/lsit`, or a
+ * capability the server does not declare, such as `resources/list` or `prompts/list`).
+ */
+export function methodNotFoundMessage(method: string): string {
+  const shown = method.length > 60 ? `${method.slice(0, 60)}…` : method;
+  return `Method not found: ${JSON.stringify(shown)}; this MCP server answers ${MCP_METHODS.join(', ')} (tools only: no resources or prompts); call a tool with tools/call {"name": <a tool from tools/list>, "arguments": {...}}`;
+}
+
 /** `tools/list` answers by the status answer they were built from (rebuilt when the data or its freshness changes). */
 const lists = new WeakMap<object, { tools: Tool[] }>();
 
@@ -143,7 +160,8 @@ function toolList(status: Served<StatusData>): { tools: Tool[] } {
  * (src/mcp/tools/), each a thin adapter over the operation REST serves, so
  * `structuredContent` equals the REST `data`. One server serves one caller (stateless HTTP
  * builds one per request; stdio one per process). An unknown tool is a NOT_FOUND result,
- * arguments outside the bounds INVALID_PARAMETER naming the field. `ctx` may be a promise
+ * arguments outside the bounds INVALID_PARAMETER naming the field, a method other than
+ * MCP_METHODS -32601 naming it and those. `ctx` may be a promise
  * (stdio answers `initialize` before the core is ready): the tool requests then wait for it.
  */
 export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server {
@@ -168,6 +186,11 @@ export function createMcpServer(ctx: ToolContext | Promise<ToolContext>): Server
       const reason = typeof err.details?.reason === 'string' ? { reason: err.details.reason } : {};
       throw Object.assign(new Error(err.message), { code: -32001, data: { code: err.code, ...reason } });
     }
+  };
+  // Any other request method: -32601 naming it and the supported ones (the SDK's public
+  // fallback, run where it would answer a bare "Method not found"; notifications are not requests).
+  server.fallbackRequestHandler = async (request) => {
+    throw Object.assign(new Error(methodNotFoundMessage(request.method)), { code: ErrorCode.MethodNotFound });
   };
   server.setRequestHandler(LIST_TOOLS_REQUEST, async () => toolList((await ready()).services.market.status()));
   server.setRequestHandler(CALL_TOOL_REQUEST, async (request): Promise<CallToolResult> => {

@@ -329,7 +329,8 @@ export function dataAge(services: Services, now: Date = new Date()): string {
  */
 export async function admitCall(ctx: ToolContext, policy: Policy): Promise<{ caller: Caller } | { refused: ServiceError }> {
   const caller = ctx.reauthenticate ? await ctx.reauthenticate() : ctx.caller;
-  const denied = await ctx.access.authorizeCounted(caller, policy);
+  // MCP takes API keys only (no JWT): a missing credential's 401 asks for a key.
+  const denied = await ctx.access.authorizeCounted(caller, policy, { surfaceTakesJwt: false });
   if (denied) return { refused: denied };
   const metered = await ctx.access.meter(caller, policy);
   ctx.onLimits?.(metered.limits);

@@ -145,6 +145,11 @@ function waitFor(retryAfterSec: number): string {
  */
 export const MESSAGES = {
   keyRequired: `This operation needs an API key: ${GET_A_KEY}`,
+  /**
+   * No credential where an API key or a signed-in user's JWT is accepted (policy
+   * `api-key-or-user` over HTTP with an identity provider: theses, the dashboard's data).
+   */
+  keyOrJwtRequired: `This operation needs an API key or a signed-in user's JWT (bearer token), sent as Authorization: Bearer <key or JWT>. For a key: ${GET_A_KEY}. For a JWT: ${GET_A_JWT}`,
   jwtRequired: `Key management needs the JWT of a signed-in user as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
   keyNotJwt: `Key management takes the JWT of a signed-in user, not an API key, as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
   /** An Authorization header that is not `Bearer <token>` (reason `malformed_header`). */
@@ -331,8 +336,7 @@ export class Access {
 
   async #identify(header: string | undefined, policy: Policy, address: string, epoch: string): Promise<Caller> {
     if (header === undefined || header === '') {
-      if (policy.name === 'api-key' || policy.name === 'api-key-or-user')
-        throw new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
+      if (policy.name === 'api-key' || policy.name === 'api-key-or-user') throw this.#missingCredential(policy, true);
       if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
       return anonymousCaller(`ip:${address}`);
     }
@@ -456,14 +460,27 @@ export class Access {
   }
 
   /**
+   * The 401 (reason `missing`) of a request without a credential under `policy` (`api-key`
+   * or `api-key-or-user`). It names the JWT beside the API key only where one would be taken:
+   * the policy accepts it, the surface can carry it (`surfaceTakesJwt`: not MCP, whose
+   * transport takes API keys only) and an identity provider verifies JWTs here.
+   */
+  #missingCredential(policy: Policy, surfaceTakesJwt: boolean): ServiceError {
+    const jwt = policy.name === 'api-key-or-user' && surfaceTakesJwt && this.#jwt !== null;
+    return new ServiceError('UNAUTHORIZED', jwt ? MESSAGES.keyOrJwtRequired : MESSAGES.keyRequired, { reason: 'missing' });
+  }
+
+  /**
    * Whether an identified caller may call an operation with `policy`.
+   * @param opts.surfaceTakesJwt false where no JWT can be sent (MCP): a missing credential's
+   *   401 then asks for an API key only, whatever the policy (default true).
    * @returns null when allowed; UNAUTHORIZED when the policy needs a credential the caller
    *   lacks; TIER_REQUIRED (details: required_tiers, tier) when the caller's tier is not one
    *   of the policy's.
    */
-  authorize(caller: Caller, policy: Policy): ServiceError | null {
+  authorize(caller: Caller, policy: Policy, opts: { surfaceTakesJwt?: boolean } = {}): ServiceError | null {
     if (caller.kind === 'anonymous' && (policy.name === 'api-key' || policy.name === 'api-key-or-user')) {
-      return new ServiceError('UNAUTHORIZED', MESSAGES.keyRequired, { reason: 'missing' });
+      return this.#missingCredential(policy, opts.surfaceTakesJwt ?? true);
     }
     if (caller.kind !== 'jwt' && policy.name === 'user')
       return new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
@@ -482,10 +499,11 @@ export class Access {
    * An anonymous caller of an address (subject `ip:<address>`) refused for lacking a credential
    * counts as a failed authentication, as `authenticate` counts it on REST: against the
    * address's budget, and 429 RATE_LIMITED once that is used up.
+   * @param opts as `authorize`'s (MCP passes `surfaceTakesJwt: false`).
    * @returns null when allowed, else the refusal (as `authorize`, or the 429).
    */
-  async authorizeCounted(caller: Caller, policy: Policy): Promise<ServiceError | null> {
-    const denied = this.authorize(caller, policy);
+  async authorizeCounted(caller: Caller, policy: Policy, opts: { surfaceTakesJwt?: boolean } = {}): Promise<ServiceError | null> {
+    const denied = this.authorize(caller, policy, opts);
     if (denied?.code !== 'UNAUTHORIZED' || caller.kind !== 'anonymous' || !caller.subject.startsWith('ip:')) return denied;
     return (await this.#failed(denied, caller.subject.slice(3))).error;
   }

@@ -19,6 +19,36 @@ export class AsOfOutOfRangeError extends RangeError {
 }
 
 /**
+ * Refuses an AS_OF after `latest`, the newest day of the data (the one wording of this refusal:
+ * at start-up before the import, from the bundled files and the store, and when the data is cut).
+ * @throws AsOfOutOfRangeError when `asOf` > `latest`.
+ */
+export function assertAsOfNotAfter(asOf: string, latest: string): void {
+  if (asOf > latest)
+    throw new AsOfOutOfRangeError(`AS_OF ${asOf} is after the newest day of the data (${latest}); use ${latest} or earlier`);
+}
+
+/**
+ * Refuses, before the bundled dataset's import, an AS_OF after the newest day of prices the
+ * store will hold once the import has run: the later of the bundled files' newest price day
+ * (read from their last lines) and the newest candle day already stored (one query; a live
+ * ingest may have stored newer days). Costs milliseconds where the first import costs seconds.
+ * @throws AsOfOutOfRangeError when `asOf` is after both.
+ */
+export async function checkAsOfBeforeImport(
+  asOf: string,
+  bundled: { newestPriceDay(): Promise<string | null> },
+  repo: Pick<MarketRepo, 'seriesStates'>,
+): Promise<void> {
+  const [files, states] = await Promise.all([bundled.newestPriceDay(), repo.seriesStates()]);
+  let latest = files;
+  for (const s of states)
+    if (s.kind === 'candles' && s.newestDate !== null && (latest === null || s.newestDate > latest)) latest = s.newestDate;
+  // No price at all: left to the load, which says the data is missing.
+  if (latest !== null) assertAsOfNotAfter(asOf, latest);
+}
+
+/**
  * Provenance of a series of rows as consecutive segments of the same source, e.g.
  * `data/prices/btc.csv (binance_spot) 2018-03-17..2025-09-30; Binance spot /api/v3/klines 2025-10-01..2025-10-05`.
  */
@@ -120,7 +150,7 @@ export function buildMarketData(stored: StoredMarket, asOf?: string): MarketData
   if (first === null || latest === null) throw new RangeError('No market data is stored (the bundled dataset import did not run)');
   const day = asOf ?? latest;
   if (day < first) throw new AsOfOutOfRangeError(`AS_OF ${day} is before the first day of the data (${first})`);
-  if (day > latest) throw new AsOfOutOfRangeError(`AS_OF ${day} is after the newest day of the data (${latest}); use ${latest} or earlier`);
+  assertAsOfNotAfter(day, latest);
 
   const states = new Map(stored.series.map((s) => [s.series, s]));
   const gaps: DataGap[] = [];

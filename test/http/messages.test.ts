@@ -153,5 +153,44 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     const r = await harness().request('GET', '/api/v1/signal-history/bitcoin');
     expectError(r, 401, 'UNAUTHORIZED');
     assert.match(r.body.error.message, HOW_TO_GET_A_KEY);
+    // Only an API key works here: the message does not offer a JWT.
+    assert.match(r.body.error.message, /^This operation needs an API key: /);
+    assert.doesNotMatch(r.body.error.message, /JWT \(bearer token\)/);
+  });
+
+  test('a JSON body that is not an object (an array, a string, a number) is refused naming the body, not an empty field', async () => {
+    const { key, jwt } = await harness().keyFor('free');
+    for (const [path, token, body, got] of [
+      ['/api/v1/thesis', key, [], 'an array'],
+      ['/api/v1/thesis', key, [1], 'an array'],
+      ['/api/v1/thesis', jwt, 'btc', 'a string'],
+      ['/api/v1/keys/create', jwt, [], 'an array'],
+      ['/api/v1/keys/revoke', jwt, 3, 'an integer'],
+    ] as const) {
+      const r = await harness().request('POST', path, { token, body });
+      expectError(r, 400, 'INVALID_PARAMETER');
+      assert.deepEqual(r.body.error.details, { location: 'body', field: 'body' }, `${path} ${JSON.stringify(body)}`);
+      assert.equal(
+        r.body.error.message,
+        `Invalid body: expected a JSON object, got ${got}; send the fields as a JSON object ({"name": value, ...}; the API reference at /docs lists this route's fields)`,
+      );
+    }
+  });
+
+  test('theses and the dashboard data, called without a credential, say that an API key or a JWT works, and how to get each', async () => {
+    for (const [method, path, body] of [
+      ['POST', '/api/v1/thesis', { asset: 'btc', direction: 'long' }],
+      ['GET', '/api/v1/thesis', undefined],
+      ['GET', '/api/v1/thesis/00000000-0000-4000-8000-000000000000/health', undefined],
+      // The dashboard sends the signed-in user's JWT where the API wants a key.
+      ['GET', '/app/data/signal-history/btc', undefined],
+    ] as const) {
+      const r = await harness().request(method, path, { body });
+      expectError(r, 401, 'UNAUTHORIZED');
+      assert.equal(r.body.error.details.reason, 'missing', path);
+      assert.match(r.body.error.message, /^This operation needs an API key or a signed-in user's JWT \(bearer token\)/, path);
+      assert.match(r.body.error.message, HOW_TO_GET_A_KEY, path);
+      assert.match(r.body.error.message, /with curl, POST \/auth\/sign-in\/email, then GET \/auth\/token/, path);
+    }
   });
 });

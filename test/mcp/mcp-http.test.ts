@@ -7,6 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
+import { createMcpServer, MCP_METHODS } from '../../src/mcp/server.ts';
 import { AUTH_FAILURES_PER_MINUTE, MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
@@ -135,6 +136,14 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     // Series with no data are named as gaps, not passed over as fresh.
     assert.match(chains.description!, /; \d+ series hold no data \(gaps: .*metric:eth:dex_volume/);
     assert.match(tools.find((t) => t.name === 'get_market_regime')!.description!, /no series this tool reads is stale/);
+    // get_assets says what a stale asset looks like in its answer (null signal; no stale flag), which carries no `stale` field.
+    const assetsTool = tools.find((t) => t.name === 'get_assets')!;
+    assert.match(
+      assetsTool.description!,
+      /prices are missing or stale has no current signal \(signal, score and price_usd null, capabilities\.signals false\)/,
+    );
+    assert.match(assetsTool.description!, /data_to, its newest price day/);
+    assert.ok(!('stale' in (assetsTool.outputSchema!.properties!.assets as { items: { properties: object } }).items.properties));
     const hist = tools.find((t) => t.name === 'get_signal_history')!;
     const days = (hist.inputSchema.properties as any).days;
     assert.equal(days.minimum, 1);
@@ -188,6 +197,12 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const assets = (await c.callTool({ name: 'get_assets', arguments: {} })).structuredContent as AssetsData;
     assert.match(getAssetsTool.summary({ assets: assets.assets.slice(0, 1) }), /^1 supported asset:\n/);
     assert.match(getAssetsTool.summary(assets), new RegExp(`^${assets.assets.length} supported assets:`));
+    // An asset without a current signal (prices missing or stale; no stale flag in the answer) says why and how old its prices are.
+    const stale = { ...assets.assets[0]!, signal: null, score: null, price_usd: null, data_to: '2025-08-02' };
+    assert.equal(
+      getAssetsTool.summary({ assets: [stale] }).split('\n')[1],
+      `- ${stale.asset} (${stale.symbol}): no current signal (prices missing or stale; newest price day 2025-08-02)${stale.chain ? `, chain ${stale.chain}` : ''}`,
+    );
     const signals = (await c.callTool({ name: 'get_signals', arguments: {} })).structuredContent as SignalsData;
     assert.match(getSignalsTool.summary({ ...signals, signals: signals.signals.slice(0, 1) }), /^Signals of 1 asset as of /);
     const none = getSignalHistoryTool.summary({ ...data, days: 1, entries: [], next_end: null });
@@ -411,6 +426,29 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
     const ok = (await (await rawMcp(callMsg('get_assets'), auth)).json()) as { result: CallToolResult };
     assert.equal(ok.result.isError, undefined);
   });
+
+  test('an unknown method is -32601 naming the method and the methods the server answers, not a bare "Method not found"', async () => {
+    for (const method of ['tools/nope', 'resources/list']) {
+      const res = await rawMcp({ jsonrpc: '2.0', id: ++ipSeq, method });
+      assert.equal(res.status, 200);
+      const body = (await res.json()) as { id: number; error: { code: number; message: string } };
+      assert.equal(body.id, ipSeq);
+      assert.equal(body.error.code, -32601, JSON.stringify(body));
+      assert.equal(
+        body.error.message,
+        `Method not found: "${method}"; this MCP server answers initialize, ping, tools/list, tools/call (tools only: no resources or prompts); call a tool with tools/call {"name": <a tool from tools/list>, "arguments": {...}}`,
+      );
+    }
+    // The list named is the one the server has handlers for (an SDK upgrade that adds one shows here).
+    const server = createMcpServer(new Promise<never>(() => {}));
+    const registered = [...(server as unknown as { _requestHandlers: Map<string, unknown> })._requestHandlers.keys()];
+    assert.deepEqual(registered.sort(), [...MCP_METHODS].sort());
+    // Each of them answers (not -32601).
+    const c = await connect();
+    await c.ping();
+    assert.ok((await c.listTools()).tools.length > 0);
+    await c.close();
+  });
 });
 
 describe('MCP auth, tiers and limits', () => {
@@ -466,10 +504,11 @@ describe('MCP auth, tiers and limits', () => {
     const c = await connect();
     const ok = (await c.callTool({ name: 'get_assets', arguments: {} })) as CallToolResult;
     assert.notEqual(ok.isError, true);
-    assert.equal(
-      toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult).code,
-      'UNAUTHORIZED',
-    );
+    const noKey = toolError((await c.callTool({ name: 'get_thesis_health', arguments: { thesis_id: thesisId } })) as CallToolResult);
+    assert.equal(noKey.code, 'UNAUTHORIZED');
+    // REST's theses take a JWT too, MCP does not: the message asks for an API key only.
+    assert.match(noKey.message, /^This operation needs an API key: sign in at \/signin/);
+    assert.doesNotMatch(noKey.message, /JWT \(bearer token\)/);
     // As REST: no key is UNAUTHORIZED, a key of a lower tier TIER_REQUIRED.
     assert.equal(
       toolError((await c.callTool({ name: 'get_signal_history', arguments: { asset: 'bitcoin' } })) as CallToolResult).code,

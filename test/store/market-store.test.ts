@@ -5,7 +5,7 @@ import { ConfigError, ROOT_DIR } from '../../src/config.ts';
 import { createCore } from '../../src/core.ts';
 import { importBundledDataset } from '../../src/jobs/import-dataset.ts';
 import { DatasetProvider } from '../../src/providers/dataset/dataset.ts';
-import { AsOfOutOfRangeError, StoredMarketProvider } from '../../src/services/market-data.ts';
+import { AsOfOutOfRangeError, checkAsOfBeforeImport, StoredMarketProvider } from '../../src/services/market-data.ts';
 import { openDatabase, type Database } from '../../src/store/db.ts';
 import { MarketRepo } from '../../src/store/market-repo.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
@@ -91,6 +91,30 @@ async function checkStore(db: Database): Promise<void> {
   const early = await new StoredMarketProvider(repo).load('2024-06-01');
   assert.doesNotMatch(early.chains.get('hype')!.liquidated_notional_usd!.source, /without/);
 }
+
+test("AS_OF past the data is refused before the import: the bundled files' newest price day, or a newer stored one", async () => {
+  const bundled = new DatasetProvider(DATA);
+  assert.equal(await bundled.newestPriceDay(), '2025-09-30');
+  const store = (newest: string | null) => ({
+    seriesStates: async () => [
+      { series: 'candles:bitcoin', kind: 'candles', newestDate: newest },
+      { series: 'fear_greed', kind: 'fear_greed', newestDate: '2031-01-01' },
+    ],
+  });
+  // A new database (nothing stored): the bundled files decide.
+  await assert.rejects(checkAsOfBeforeImport('2030-01-01', bundled, store(null) as never), (e: unknown) => {
+    assert.ok(e instanceof AsOfOutOfRangeError);
+    assert.match((e as Error).message, /AS_OF 2030-01-01 is after the newest day of the data \(2025-09-30\); use 2025-09-30 or earlier/);
+    return true;
+  });
+  await checkAsOfBeforeImport('2025-09-30', bundled, store(null) as never);
+  // Days a live ingest stored past the bundle are data too (only candles count, as when the data is cut).
+  await checkAsOfBeforeImport('2025-10-03', bundled, store('2025-10-05') as never);
+  await assert.rejects(
+    checkAsOfBeforeImport('2025-10-06', bundled, store('2025-10-05') as never),
+    /after the newest day of the data \(2025-10-05\)/,
+  );
+});
 
 describe('market-data store', () => {
   const open: Database[] = [];

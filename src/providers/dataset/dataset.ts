@@ -354,6 +354,24 @@ export class DatasetProvider implements MarketDataProvider {
     return (await this.#load()).latestDate;
   }
 
+  /**
+   * The newest day of the dataset's prices (the day `latestDate` and the AS_OF check go by),
+   * read from the last line of each price file: no CSV is parsed or validated, so a start can
+   * refuse an AS_OF past the data before the (slow) first import. Null when no file has a row.
+   * @throws when a price file cannot be read.
+   */
+  async newestPriceDay(): Promise<string | null> {
+    const days = await Promise.all(
+      Object.values(PRICE_FILES).map(async (f) => {
+        const text = await readFile(path.join(this.dir, 'prices', `${f}.csv`), 'utf8');
+        const last = text.trimEnd().split('\n').at(-1) ?? '';
+        const day = last.slice(0, last.indexOf(','));
+        return /^\d{4}-\d{2}-\d{2}$/.test(day) ? day : null;
+      }),
+    );
+    return days.reduce<string | null>((m, d) => (d !== null && (m === null || d > m) ? d : m), null);
+  }
+
   #load(): Promise<FullData> {
     this.#full ??= loadFull(this.dir);
     return this.#full;

@@ -113,7 +113,7 @@ export const listAssets = defineOperation({
   tag: 'assets',
   summary: 'Supported assets with signals and capability flags',
   description:
-    'The supported assets (CoinGecko ids and tickers) with their current signal, price, chain, the dates their data covers, and what can be asked about each.',
+    'The supported assets (CoinGecko ids and tickers) with their current signal, price, chain, the dates their data covers, and what can be asked about each. An asset whose prices are missing or stale has no current signal: `signal`, `score` and `price_usd` are null and `capabilities.signals` is false (`data_to` is its newest price day; GET /signals lists it under `unavailable` with the reason).',
   policy: PUBLIC,
   input: None,
   output: AssetsDataSchema,
