@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
-import { isDependencyDown, loggableError, ServiceError, unexpectedError } from './errors.ts';
+import { isDependencyDown, loggableError, ServiceError, StartupStopped, unexpectedError } from './errors.ts';
 import type { Coordination } from './store/db.ts';
 import type { BacktestWindow } from './services/backtest.ts';
 // Everything else is imported by the command that needs it (start-up time: `mcp --stdio`
@@ -68,7 +68,47 @@ async function serve(cfg: Config): Promise<void> {
   // A server logs a line per request: buffered asynchronous writes (src/logger.ts).
   const log = createLogger(cfg.LOG_LEVEL, undefined, { sync: false });
   flushServeLog = () => flushLogger(log);
-  const svc = await createService(cfg, { log });
+  // A stop during the start-up ends it at its next phase, the database closed cleanly (a
+  // supervisor's SIGTERM, Ctrl+C), within SHUTDOWN_TIMEOUT_MS; a second Ctrl+C exits at once.
+  const startup = new AbortController();
+  const stopStartup = (signal: NodeJS.Signals) => {
+    if (startup.signal.aborted) {
+      if (signal === 'SIGINT') process.exit(1);
+      return;
+    }
+    log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'stopping during start-up: it ends at its next phase');
+    startup.abort(new StartupStopped());
+    setTimeout(() => {
+      log.error(
+        { signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS },
+        'the start-up did not reach its next phase in time: exiting now (SHUTDOWN_TIMEOUT_MS)',
+      );
+      void flushServeLog()
+        .catch(() => {})
+        .finally(() => process.exit(1));
+    }, cfg.SHUTDOWN_TIMEOUT_MS).unref();
+  };
+  process.on('SIGINT', stopStartup);
+  process.on('SIGTERM', stopStartup);
+  let svc: Awaited<ReturnType<typeof createService>>;
+  try {
+    svc = await createService(cfg, { log, signal: startup.signal });
+  } catch (err) {
+    if (!(err instanceof StartupStopped)) throw err;
+    log.info('stopped during start-up (the database was closed cleanly)');
+    await flushServeLog().catch(() => {});
+    process.exit(0);
+  } finally {
+    process.off('SIGINT', stopStartup);
+    process.off('SIGTERM', stopStartup);
+  }
+  // A stop that came while the last phase ran (after its check): the service is up; stop it.
+  if (startup.signal.aborted) {
+    await svc.stop().catch(() => {});
+    log.info('stopped during start-up (the database was closed cleanly)');
+    await flushServeLog().catch(() => {});
+    process.exit(0);
+  }
   let stopping = false;
   // A graceful stop bounded by SHUTDOWN_TIMEOUT_MS; a second Ctrl+C (SIGINT) during it exits at
   // once, a repeated SIGTERM (a supervisor sending it again) changes nothing.

@@ -124,7 +124,7 @@ function connectRedis(
  * handler runs (and aborts) only then. A timer, then an immediate: whichever phase of the loop
  * this is called from, a poll phase lies between the two.
  */
-async function stopPoint(signal: AbortSignal | undefined): Promise<void> {
+export async function stopPoint(signal: AbortSignal | undefined): Promise<void> {
   if (!signal) return;
   await new Promise((r) => setTimeout(r, 0));
   await new Promise((r) => setImmediate(r));

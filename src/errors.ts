@@ -307,3 +307,15 @@ export class OutageLog {
     log.error({ err, ...extra, ...(more ? { more } : {}) }, more ? `${msg} (${more} more since the previous line, ${since} s ago)` : msg);
   }
 }
+
+/**
+ * The reason a start-up was ended early: a stop (SIGTERM, SIGINT; for `mcp --stdio` also stdin
+ * ending) came while the core was still starting, and `createCore`'s `signal` was aborted with
+ * it. Not a failure: the command exits 0. `message` is what requests still waiting are told.
+ */
+export class StartupStopped extends Error {
+  override name = 'StartupStopped';
+  constructor(message = 'The service was stopped while it was starting') {
+    super(message);
+  }
+}

@@ -8,7 +8,7 @@ import { IdentityProviderUnavailableError, type JwtCheck, SessionEndedError } fr
 import { embeddedAuthSecret } from './auth/secret.ts';
 import type { Config } from './config.ts';
 import { memoRetrying, OutageLog } from './errors.ts';
-import { type Core, createCore, logPhase, prepareCore } from './core.ts';
+import { type Core, createCore, logPhase, prepareCore, stopPoint } from './core.ts';
 import { buildHttpApp } from './http/app.ts';
 import { hostName, mcpRoutes } from './mcp/http.ts';
 import { webRoutes } from './web/routes.ts';
@@ -91,14 +91,23 @@ function mcpAllowedHosts(config: Config, publicUrl: string): string[] {
  * @param opts.ingestSchedule false: live mode without the ingest schedule (no round at start,
  *   none on the clock, and no reload on another instance's notice), for tests of one instance
  *   that run rounds themselves (`ingest.once`), which a scheduled round could overlap. Default true.
+ * @param opts.signal ends the start-up between its phases once aborted (createCore's `signal`;
+ *   also checked before the backfill): everything opened is closed and its reason thrown.
  */
 export async function createService(
   config: Config,
-  opts: { logStream?: NodeJS.WritableStream; log?: Logger; publicUrl?: string; clock?: () => Date; ingestSchedule?: boolean } = {},
+  opts: {
+    logStream?: NodeJS.WritableStream;
+    log?: Logger;
+    publicUrl?: string;
+    clock?: () => Date;
+    ingestSchedule?: boolean;
+    signal?: AbortSignal;
+  } = {},
 ): Promise<Service> {
   // A missing AUTH_SECRET is a configuration error: reported before anything is opened.
   const secret = config.AUTH_ISSUER ? null : embeddedAuthSecret(config);
-  const core = await createCore(config, { logStream: opts.logStream, log: opts.log, clock: opts.clock });
+  const core = await createCore(config, { logStream: opts.logStream, log: opts.log, clock: opts.clock, signal: opts.signal });
   let app: FastifyInstance | null = null;
   let closeAdmin: (() => Promise<void>) | null = null;
   try {
@@ -193,6 +202,7 @@ export async function createService(
         core.log.warn({ socket, err: (err as Error).message }, 'admin channel unavailable: stop the service to run users set-tier');
       }
     }
+    await stopPoint(opts.signal);
     await prepareCore(core);
     // Live mode: the first round starts now, in the background (the service answers on the data it has meanwhile).
     if (opts.ingestSchedule !== false) core.ingest?.start();

@@ -271,6 +271,17 @@ function phasesOf(stdout: string): string[] {
     .filter((p): p is string => p !== undefined);
 }
 
+test('SIGTERM during the start-up of serve ends it at its next phase: the database closed cleanly, exit 0, never ready', async () => {
+  // Before, the process died at once, whatever PGlite was writing (the dataset import).
+  const dir = path.join(tmpDir(), 'pglite');
+  const r = await cli(['serve', '--port', '0'], { PGLITE_DIR: dir }, { until: /"phase":"database"/ });
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /"signal":"SIGTERM".*stopping during start-up: it ends at its next phase/);
+  assert.match(r.stdout, /stopped during start-up \(the database was closed cleanly\)/);
+  assert.doesNotMatch(r.stdout, /service ready|"phase":"backfill"/, 'the start-up did not run to its end');
+  assert.equal(r.stderr, '');
+});
+
 test('serve --as-of a day past the data is refused before the dataset import: exit 1, the reason, no import logged', async () => {
   const r = await cli(['serve', '--port', '0', '--as-of', '2030-01-01'], { PGLITE_DIR: 'memory://' });
   assert.equal(r.code, 1, r.stderr);

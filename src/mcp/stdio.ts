@@ -2,7 +2,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Logger } from 'pino';
-import { loggableError, ServiceError } from '../errors.ts';
+import { loggableError, ServiceError, StartupStopped } from '../errors.ts';
 import { type Access, anonymousCaller, type Caller, MESSAGES, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { KeyService } from '../services/keys.ts';
 import type { Services } from '../services/operation.ts';
@@ -15,18 +15,6 @@ import type { ToolContext } from './tool.ts';
  * before it may wait for the core (a first start takes a few seconds on a slow machine).
  */
 export const STDIN_END_DRAIN_MS = 60_000;
-
-/**
- * The reason a stdio server's start-up was ended: a stop (SIGTERM, SIGINT, stdin ending) came
- * while the core was still starting (runStdio's `opts.startup`). Requests still waiting for
- * the core are answered with its message.
- */
-export class StartupStopped extends Error {
-  override name = 'StartupStopped';
-  constructor() {
-    super('The MCP server was stopped while it was starting; start it again to use the tools');
-  }
-}
 
 /**
  * How long a failed start (a refused key, a start-up failure) waits, at most, ms, for the
@@ -313,7 +301,7 @@ export async function runStdio(
     await server.close().catch(() => {});
     // A core still starting ends at its next phase (its database closed cleanly: PGlite must
     // not be cut off mid-write); one that got up is closed within its own bound.
-    opts.startup?.abort(new StartupStopped());
+    opts.startup?.abort(new StartupStopped('The MCP server was stopped while it was starting; start it again to use the tools'));
     const core = await deps.catch(() => null);
     if (core) {
       coreClosing = true;
