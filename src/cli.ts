@@ -48,14 +48,27 @@ let flushServeLog: () => Promise<void> = () => Promise.resolve();
  * dataset import), so the user learns it in about a second instead of after the import: binds
  * `host:port` and closes at once. Port 0 (any free port) is not checked. Any other bind error
  * is left to the real listen, which reports it.
- * @throws the bind's EADDRINUSE error (main's handler says to set PORT or stop the other process).
+ * @throws the bind's error when it is one of LISTEN_REFUSALS (main's handler says what to do).
  */
+/**
+ * What to do about a listen that fails with one of these system error codes (EADDRINUSE: the
+ * port is taken; EADDRNOTAVAIL: HOST is no address of this machine; EACCES: a port below 1024
+ * without the privilege). main's handler prints `Failed to start: ...` with it, no stack trace.
+ */
+const LISTEN_REFUSALS: Record<string, (message: string) => string> = {
+  EADDRINUSE: (m) => `the port is in use (${m}); set PORT (or --port) to a free port, or stop the other process`,
+  EADDRNOTAVAIL: (m) =>
+    `HOST is not an address of this machine (${m}); set HOST (or --host) to one of its addresses, 127.0.0.1 for this machine only or 0.0.0.0 for every interface`,
+  EACCES: (m) =>
+    `this user may not listen on that port (${m}); set PORT (or --port) to 1024 or above, or run with the privilege to bind it`,
+};
+
 async function assertPortFree(host: string, port: number): Promise<void> {
   if (port === 0) return;
   const { createServer } = await import('node:net');
   await new Promise<void>((resolve, reject) => {
     const probe = createServer();
-    probe.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? reject(err) : resolve()));
+    probe.once('error', (err: NodeJS.ErrnoException) => (LISTEN_REFUSALS[err.code ?? ''] ? reject(err) : resolve()));
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
   });
 }
@@ -564,10 +577,8 @@ main().catch(async (err: unknown) => {
     (err instanceof Error && EXPLAINED.has(err.name))
   ) {
     process.stderr.write(`${(err as Error).message}\n`);
-  } else if ((err as { code?: unknown })?.code === 'EADDRINUSE') {
-    process.stderr.write(
-      `Failed to start: the port is in use (${(err as Error).message}); set PORT (or --port) to a free port, or stop the other process\n`,
-    );
+  } else if (typeof (err as { code?: unknown })?.code === 'string' && LISTEN_REFUSALS[(err as { code: string }).code]) {
+    process.stderr.write(`Failed to start: ${LISTEN_REFUSALS[(err as { code: string }).code]!((err as Error).message)}\n`);
   } else if (postgresStartProblem(err)) {
     process.stderr.write(`Failed to start: ${postgresStartProblem(err)}\n`);
   } else if (isDependencyDown(err)) {

@@ -314,16 +314,30 @@ test('serve on a port in use is refused before the database and the dataset impo
   }
 });
 
-test('a start that fails (AS_OF past the data) prints its error after every log line when stdout and stderr share a file', async () => {
+test('serve with a HOST that is no address of this machine is refused before the start-up: exit 1, what to do, no stack trace', async () => {
+  // 192.0.2.1: TEST-NET-1 (RFC 5737), never an address of a real machine.
+  const r = await cli(['serve', '--port', String(await freePort()), '--host', '192.0.2.1'], { PGLITE_DIR: 'memory://' });
+  assert.equal(r.code, 1, r.stdout + r.stderr);
+  assert.match(
+    r.stderr,
+    /^Failed to start: HOST is not an address of this machine \(listen EADDRNOTAVAIL: .*\); set HOST \(or --host\) to one of its addresses, 127\.0\.0\.1 for this machine only or 0\.0\.0\.0 for every interface\n$/,
+  );
+  assert.deepEqual(phasesOf(r.stdout), [], 'refused before the database and the dataset import');
+});
+
+test('a start that fails at listen (the port taken during the start-up) prints its error after every log line when stdout and stderr share a file', async () => {
   // serve's log is asynchronous (buffered): its last lines used to reach the file after the
-  // error on stderr, pino flushing them only at exit. (A port in use is refused before any
-  // log line now; an AS_OF past the data once the database is open.)
+  // error on stderr, pino flushing them only at exit. A port in use is refused before any log
+  // line now (assertPortFree), so the port is taken once the start-up is under way: the listen
+  // after the last phase (warm) fails, with that phase's line still fresh in the buffer.
+  const port = await freePort();
   const file = path.join(tmpDir(), 'out.log');
   const fd = openSync(file, 'w');
+  const busy = createServer();
   try {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', '0', '--as-of', '2030-01-01'],
+      ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', String(port), '--host', '127.0.0.1'],
       {
         cwd: ROOT_DIR,
         stdio: ['ignore', fd, fd],
@@ -331,18 +345,23 @@ test('a start that fails (AS_OF past the data) prints its error after every log 
       },
     );
     const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    const [code] = (await once(child, 'exit')) as [number | null];
+    const exited = once(child, 'exit') as Promise<[number | null]>;
+    // The series phase is followed by the backfill and the answer cache (a second or so) before the listen.
+    while (!readFileSync(file, 'utf8').includes('"phase":"series"') && child.exitCode === null) await new Promise((r) => setTimeout(r, 10));
+    busy.listen(port, '127.0.0.1');
+    await once(busy, 'listening');
+    const [code] = await exited;
     clearTimeout(timer);
     const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
     assert.equal(code, 1, lines.join('\n'));
-    // The error's three lines come last, after every log line.
-    assert.match(lines.slice(-3).join('\n'), /^Invalid configuration:\n {2}AS_OF 2030-01-01 is after the newest day/, lines.join('\n'));
-    const logged = lines.slice(0, -3).map((l) => JSON.parse(l) as { phase?: string });
+    assert.match(lines.at(-1)!, /^Failed to start: the port is in use/, lines.join('\n'));
+    const logged = lines.slice(0, -1).map((l) => JSON.parse(l) as { phase?: string });
     assert.ok(
-      logged.some((l) => l.phase === 'database'),
-      'the last start-up phase before the refusal is in the file, before the error',
+      logged.some((l) => l.phase === 'warm'),
+      'the last start-up phase before listen is in the file, before the error',
     );
   } finally {
     closeSync(fd);
+    busy.close();
   }
 });
