@@ -70,6 +70,9 @@ export function embeddedAuthSecret(config: Config): string {
     try {
       return lstatSync(f, { throwIfNoEntry: false }) !== undefined;
     } catch (err) {
+      // A folder on the way that is a file (ENOTDIR), or cannot be searched: reported as the
+      // database folder's problem when it is one (preparePgliteDir throws), else as the file's.
+      preparePgliteDir(dir);
       throw fileError(err);
     }
   };
