@@ -44,13 +44,6 @@ const VERSION = (JSON.parse(readFileSync(path.join(ROOT_DIR, 'package.json'), 'u
 let flushServeLog: () => Promise<void> = () => Promise.resolve();
 
 /**
- * Refuses a port another process listens on before the start-up's slow work (the database, the
- * dataset import), so the user learns it in about a second instead of after the import: binds
- * `host:port` and closes at once. Port 0 (any free port) is not checked. Any other bind error
- * is left to the real listen, which reports it.
- * @throws the bind's error when it is one of LISTEN_REFUSALS (main's handler says what to do).
- */
-/**
  * What to do about a listen that fails with one of these system error codes (EADDRINUSE: the
  * port is taken; EADDRNOTAVAIL: HOST is no address of this machine; EACCES: a port below 1024
  * without the privilege). main's handler prints `Failed to start: ...` with it, no stack trace.
@@ -63,12 +56,26 @@ const LISTEN_REFUSALS: Record<string, (message: string) => string> = {
     `this user may not listen on that port (${m}); set PORT (or --port) to 1024 or above, or run with the privilege to bind it`,
 };
 
+/** What to do about `err` when it is a failed listen with one of LISTEN_REFUSALS' codes, else null. */
+function listenRefusal(err: unknown): string | null {
+  const e = err as NodeJS.ErrnoException | undefined;
+  const advice = e?.syscall === 'listen' && e.code ? LISTEN_REFUSALS[e.code] : undefined;
+  return advice ? advice(e!.message) : null;
+}
+
+/**
+ * Refuses a port another process listens on before the start-up's slow work (the database, the
+ * dataset import), so the user learns it in about a second instead of after the import: binds
+ * `host:port` and closes at once. Port 0 (any free port) is not checked. Any other bind error
+ * is left to the real listen, which reports it.
+ * @throws the bind's error when it is one of LISTEN_REFUSALS (main's handler says what to do).
+ */
 async function assertPortFree(host: string, port: number): Promise<void> {
   if (port === 0) return;
   const { createServer } = await import('node:net');
   await new Promise<void>((resolve, reject) => {
     const probe = createServer();
-    probe.once('error', (err: NodeJS.ErrnoException) => (LISTEN_REFUSALS[err.code ?? ''] ? reject(err) : resolve()));
+    probe.once('error', (err: NodeJS.ErrnoException) => (listenRefusal(err) ? reject(err) : resolve()));
     probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
   });
 }
@@ -81,29 +88,64 @@ async function serve(cfg: Config): Promise<void> {
   // A server logs a line per request: buffered asynchronous writes (src/logger.ts).
   const log = createLogger(cfg.LOG_LEVEL, undefined, { sync: false });
   flushServeLog = () => flushLogger(log);
-  // A stop during the start-up ends it at its next phase, the database closed cleanly (a
-  // supervisor's SIGTERM, Ctrl+C), within SHUTDOWN_TIMEOUT_MS; a second Ctrl+C exits at once.
+  // One signal handler for the whole run, registered before the start-up and never removed (a
+  // signal that comes while no handler is registered is dropped by Node, and a second SIGTERM
+  // would then kill the process mid-close). While the service is starting, a stop ends the
+  // start-up at its next phase, the database closed cleanly (createService's `signal`); once
+  // it is up, a graceful stop. Both are bounded by SHUTDOWN_TIMEOUT_MS; during either, a second
+  // Ctrl+C (SIGINT) exits at once and a repeated SIGTERM (a supervisor sending it again)
+  // changes nothing.
   const startup = new AbortController();
-  const stopStartup = (signal: NodeJS.Signals) => {
-    if (startup.signal.aborted) {
-      if (signal === 'SIGINT') process.exit(1);
-      return;
-    }
-    log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'stopping during start-up: it ends at its next phase');
-    startup.abort(new StartupStopped());
+  let svc: Awaited<ReturnType<typeof createService>> | null = null;
+  let stopping = false;
+  let stopSignal: NodeJS.Signals = 'SIGTERM';
+  const exitAfterDeadline = (signal: string, why: string) =>
     setTimeout(() => {
-      log.error(
-        { signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS },
-        'the start-up did not reach its next phase in time: exiting now (SHUTDOWN_TIMEOUT_MS)',
-      );
+      log.error({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, why);
       void flushServeLog()
         .catch(() => {})
         .finally(() => process.exit(1));
-    }, cfg.SHUTDOWN_TIMEOUT_MS).unref();
+    }, cfg.SHUTDOWN_TIMEOUT_MS);
+  /** Stops the service that is up (`svc`), then exits: 0 when its stop finished, 1 when it failed. */
+  const stopService = async (service: NonNullable<typeof svc>, signal: string, done: string) => {
+    const timer = exitAfterDeadline(
+      signal,
+      'shutdown did not finish in time (a request or a dependency still held it): exiting now; usage counted since the last flush may be lost (SHUTDOWN_TIMEOUT_MS)',
+    );
+    try {
+      await service.stop();
+    } catch (err) {
+      log.error({ err: loggableError(err) }, 'shutdown failed');
+      await flushServeLog().catch(() => {});
+      process.exit(1);
+    }
+    clearTimeout(timer);
+    log.info(done);
+    await flushServeLog().catch(() => {});
+    process.exit(0);
   };
-  process.on('SIGINT', stopStartup);
-  process.on('SIGTERM', stopStartup);
-  let svc: Awaited<ReturnType<typeof createService>>;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      if (signal !== 'SIGINT') return;
+      log.warn({ signal }, 'second Ctrl+C during shutdown: exiting now');
+      void flushServeLog()
+        .catch(() => {})
+        .finally(() => process.exit(1));
+      return;
+    }
+    stopping = true;
+    stopSignal = signal;
+    if (!svc) {
+      log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'stopping during start-up: it ends at its next phase');
+      startup.abort(new StartupStopped());
+      exitAfterDeadline(signal, 'the stop during start-up did not finish in time: exiting now (SHUTDOWN_TIMEOUT_MS)').unref();
+      return;
+    }
+    log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'shutting down');
+    void stopService(svc, signal, 'stopped');
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     svc = await createService(cfg, { log, signal: startup.signal });
   } catch (err) {
@@ -111,44 +153,12 @@ async function serve(cfg: Config): Promise<void> {
     log.info('stopped during start-up (the database was closed cleanly)');
     await flushServeLog().catch(() => {});
     process.exit(0);
-  } finally {
-    process.off('SIGINT', stopStartup);
-    process.off('SIGTERM', stopStartup);
   }
   // A stop that came while the last phase ran (after its check): the service is up; stop it.
   if (startup.signal.aborted) {
-    await svc.stop().catch(() => {});
-    log.info('stopped during start-up (the database was closed cleanly)');
-    await flushServeLog().catch(() => {});
-    process.exit(0);
+    await stopService(svc, stopSignal, 'stopped during start-up (the database was closed cleanly)');
+    return;
   }
-  let stopping = false;
-  // A graceful stop bounded by SHUTDOWN_TIMEOUT_MS; a second Ctrl+C (SIGINT) during it exits at
-  // once, a repeated SIGTERM (a supervisor sending it again) changes nothing.
-  const stop = async (signal: string) => {
-    if (stopping) {
-      if (signal !== 'SIGINT') return;
-      svc.app.log.warn({ signal }, 'second Ctrl+C during shutdown: exiting now');
-      await flushServeLog().catch(() => {});
-      process.exit(1);
-    }
-    stopping = true;
-    svc.app.log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'shutting down');
-    const timer = setTimeout(() => {
-      svc.app.log.error(
-        { signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS },
-        'shutdown did not finish in time (a request or a dependency still held it): exiting now; usage counted since the last flush may be lost (SHUTDOWN_TIMEOUT_MS)',
-      );
-      void flushServeLog()
-        .catch(() => {})
-        .finally(() => process.exit(1));
-    }, cfg.SHUTDOWN_TIMEOUT_MS);
-    await svc.stop();
-    clearTimeout(timer);
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
   const t = performance.now();
   const address = await svc.app.listen({ port: cfg.PORT, host: cfg.HOST });
   logPhase(svc.log, 'listen', `listening at ${address}`, t, { address });
@@ -183,7 +193,7 @@ async function mcpStdio(cfg: Config): Promise<void> {
   const { createLogger } = await import('./logger.ts');
   const log = createLogger(cfg.LOG_LEVEL, process.stderr);
   const { runStdio, STDIO_KEY_ENV } = await import('./mcp/stdio.ts');
-  // A stop (SIGTERM, SIGINT, stdin ending) during the start-up ends it at the next phase.
+  // SIGTERM or SIGINT during the start-up ends it at its next phase (runStdio aborts this).
   const startup = new AbortController();
   const core = (async () => {
     // Let the transport read and answer `initialize` before the start-up's work takes the event loop.
@@ -192,7 +202,7 @@ async function mcpStdio(cfg: Config): Promise<void> {
     startup.signal.throwIfAborted();
     const c = await coreModule.createCore(cfg, { log, signal: startup.signal });
     try {
-      startup.signal.throwIfAborted();
+      await coreModule.stopPoint(startup.signal);
       await coreModule.prepareCore(c);
     } catch (err) {
       await c.stop().catch(() => {});
@@ -577,8 +587,8 @@ main().catch(async (err: unknown) => {
     (err instanceof Error && EXPLAINED.has(err.name))
   ) {
     process.stderr.write(`${(err as Error).message}\n`);
-  } else if (typeof (err as { code?: unknown })?.code === 'string' && LISTEN_REFUSALS[(err as { code: string }).code]) {
-    process.stderr.write(`Failed to start: ${LISTEN_REFUSALS[(err as { code: string }).code]!((err as Error).message)}\n`);
+  } else if (listenRefusal(err)) {
+    process.stderr.write(`Failed to start: ${listenRefusal(err)}\n`);
   } else if (postgresStartProblem(err)) {
     process.stderr.write(`Failed to start: ${postgresStartProblem(err)}\n`);
   } else if (isDependencyDown(err)) {

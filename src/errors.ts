@@ -309,9 +309,8 @@ export class OutageLog {
 }
 
 /**
- * The reason a start-up was ended early: a stop (SIGTERM, SIGINT; for `mcp --stdio` also stdin
- * ending) came while the core was still starting, and `createCore`'s `signal` was aborted with
- * it. Not a failure: the command exits 0. `message` is what requests still waiting are told.
+ * The reason a start-up was ended early: SIGTERM or SIGINT came while the core was still
+ * starting (`serve`, `mcp --stdio`), and `createCore`'s `signal` was aborted with it. Not a failure: the command exits 0. `message` is what requests still waiting are told.
  */
 export class StartupStopped extends Error {
   override name = 'StartupStopped';

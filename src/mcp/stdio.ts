@@ -240,9 +240,10 @@ export function unreadableLine(err: Error): { code: number; message: string } | 
  *   checked is closed cleanly instead, within its own SHUTDOWN_TIMEOUT_MS (PGlite must not be
  *   cut off mid-write). A second SIGINT exits at once. When stdin ends, the stop may take
  *   STDIN_END_DRAIN_MS after the drain.
- * @param opts.startup aborted (with a StartupStopped) by a stop that comes while the core is
+ * @param opts.startup aborted (with a StartupStopped) by SIGTERM or SIGINT while the core is
  *   still starting, so that `deps` ends at its next phase instead of starting in full only to
- *   be closed (createCore's `signal`); the process then exits 0 as after any stop.
+ *   be closed (createCore's `signal`); the process then exits 0 as after any stop. stdin
+ *   ending does not abort it: a start that fails still exits 1 with its reason.
  */
 export async function runStdio(
   deps: Promise<StdioDeps>,
@@ -299,9 +300,9 @@ export async function runStdio(
     if (closing) return;
     closing = true;
     await server.close().catch(() => {});
-    // A core still starting ends at its next phase (its database closed cleanly: PGlite must
-    // not be cut off mid-write); one that got up is closed within its own bound.
-    opts.startup?.abort(new StartupStopped('The MCP server was stopped while it was starting; start it again to use the tools'));
+    // A core still starting is closed once it is up or has ended (a signal ends it at its next
+    // phase: onSignal), its database closed cleanly (PGlite must not be cut off mid-write); one
+    // that got up is closed within its own bound.
     const core = await deps.catch(() => null);
     if (core) {
       coreClosing = true;
@@ -367,6 +368,10 @@ export async function runStdio(
       return;
     }
     signalled = true;
+    // The start-up ends at its next phase. Only for a signal: stdin ending still waits for the
+    // start-up's outcome, so that a broken setup (a refused key, a database in use) exits 1
+    // with its reason rather than 0.
+    opts.startup?.abort(new StartupStopped('The MCP server was stopped while it was starting; start it again to use the tools'));
     exitAfter(
       shutdownTimeoutMs,
       `MCP stdio: ${signal}: the stop did not finish in time (the core was still starting or closing): exiting now (SHUTDOWN_TIMEOUT_MS)`,

@@ -303,6 +303,15 @@ test('a value that is not an API key is refused naming the variable, not JWTs; t
   }
 });
 
+test('stdin ending with nothing asked still waits for the start-up: a refused key exits 1 with its reason, not 0', SLOW, async () => {
+  // A stop by stdin's end does not abort the start-up as a signal does: the setup is checked.
+  const { code, out, err } = await exchange(spawnStdio({ MARKET_INTEL_API_KEY: 'bogus' }), []);
+  assert.equal(code, 1, err);
+  assert.deepEqual(out, []);
+  assert.match(err, /MARKET_INTEL_API_KEY: the value is not an API key of this service/);
+  assert.doesNotMatch(err, /stopped during start-up/);
+});
+
 test('a failed start exits 1 with its reason on stderr even when stdin has already ended', SLOW, async () => {
   // As a script pipes its requests in: stdin ends at once, and the start fails after (the
   // embedded database is held by this process). A clean end (0, as before) told the script
@@ -391,9 +400,17 @@ test(
     const pgliteDir = path.join(dir, 'pglite');
     try {
       const child = spawnStdio({ PGLITE_DIR: pgliteDir, LOG_LEVEL: 'info' });
-      const answeredInit = new Promise<void>((r) => createInterface({ input: child.stdout! }).once('line', () => r()));
+      // SIGTERM once the database is open (its phase line on stderr): the import and the series follow.
+      // (Listening to 'data', not through readline, whose close() would pause stderr for exchange.)
+      const databaseOpen = new Promise<void>((r) => {
+        let text = '';
+        child.stderr!.on('data', (d: Buffer) => {
+          text += d.toString();
+          if (text.includes('"phase":"database"')) r();
+        });
+      });
       const run = exchange(child, HANDSHAKE, true, 60_000);
-      await answeredInit;
+      await databaseOpen;
       child.kill('SIGTERM');
       const { code, err } = await run;
       assert.equal(code, 0, err);
