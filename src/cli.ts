@@ -150,13 +150,13 @@ async function serve(cfg: Config): Promise<void> {
     svc = await createService(cfg, { log, signal: startup.signal });
   } catch (err) {
     if (!(err instanceof StartupStopped)) throw err;
-    log.info('stopped during start-up (the database was closed cleanly)');
+    log.info(StartupStopped.LOG_LINE);
     await flushServeLog().catch(() => {});
     process.exit(0);
   }
   // A stop that came while the last phase ran (after its check): the service is up; stop it.
   if (startup.signal.aborted) {
-    await stopService(svc, stopSignal, 'stopped during start-up (the database was closed cleanly)');
+    await stopService(svc, stopSignal, StartupStopped.LOG_LINE);
     return;
   }
   const t = performance.now();
@@ -199,7 +199,7 @@ async function mcpStdio(cfg: Config): Promise<void> {
     // Let the transport read and answer `initialize` before the start-up's work takes the event loop.
     await new Promise((r) => setTimeout(r, 50));
     const coreModule = await import('./core.ts');
-    startup.signal.throwIfAborted();
+    await coreModule.stopPoint(startup.signal);
     const c = await coreModule.createCore(cfg, { log, signal: startup.signal });
     try {
       await coreModule.stopPoint(startup.signal);

@@ -190,6 +190,9 @@ export async function createCore(
   );
   let redis: Redis | null = null;
   let usage: UsageTracker | null = null;
+  // The market data cache write the start-up's load began (a local file), awaited before the
+  // database closes, on a failed or stopped start-up too: it never rejects.
+  let cacheWritten = (): Promise<void> => Promise.resolve();
   try {
     await stopPoint(opts.signal);
     if (config.LIVE && config.AS_OF)
@@ -219,6 +222,7 @@ export async function createCore(
             log.warn({ err: loggableError(e) }, 'market data cache not written; the next start reads the store'),
         })
       : stored;
+    cacheWritten = () => startLoad.written;
     // Timed apart from the series computation that follows it inside MarketService.create.
     const timedDataset: MarketDataProvider = {
       name: startLoad.name,
@@ -363,14 +367,14 @@ export async function createCore(
         await schedule?.stop();
         await u.stop();
         r?.disconnect();
-        // A market data cache write still under way (a local file: not a network wait).
-        await startLoad.written;
+        await cacheWritten();
         await database.close();
       },
     };
   } catch (err) {
     await usage?.stop().catch(() => {});
     redis?.disconnect();
+    await cacheWritten();
     await database.close().catch(() => {});
     throw err;
   }

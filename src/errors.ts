@@ -313,6 +313,9 @@ export class OutageLog {
  * starting (`serve`, `mcp --stdio`), and `createCore`'s `signal` was aborted with it. Not a failure: the command exits 0. `message` is what requests still waiting are told.
  */
 export class StartupStopped extends Error {
+  /** The log line of a start-up ended by a stop (`serve`, `mcp --stdio`; the tests match it). */
+  static readonly LOG_LINE = 'stopped during start-up (the database was closed cleanly)';
+
   override name = 'StartupStopped';
   constructor(message = 'The service was stopped while it was starting') {
     super(message);

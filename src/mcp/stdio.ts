@@ -303,7 +303,11 @@ export async function runStdio(
     // A core still starting is closed once it is up or has ended (a signal ends it at its next
     // phase: onSignal), its database closed cleanly (PGlite must not be cut off mid-write); one
     // that got up is closed within its own bound.
-    const core = await deps.catch(() => null);
+    const outcome = await deps.then(
+      (core) => ({ core, stopped: false }),
+      (e: unknown) => ({ core: null, stopped: e instanceof StartupStopped }),
+    );
+    const { core } = outcome;
     if (core) {
       coreClosing = true;
       const bound = setTimeout(() => {
@@ -325,14 +329,8 @@ export async function runStdio(
       )
     ) {
       // Unless it failed only because this stop ended it: that is a clean end.
-      if (
-        !(await deps.then(
-          () => false,
-          (e: unknown) => e instanceof StartupStopped,
-        ))
-      )
-        return;
-      log.info('MCP stdio: stopped during start-up (the database was closed cleanly)');
+      if (!outcome.stopped) return;
+      log.info(`MCP stdio: ${StartupStopped.LOG_LINE}`);
     }
     await flushed(process.stdout);
     process.exit(0);

@@ -158,7 +158,7 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     assert.doesNotMatch(r.body.error.message, /JWT \(bearer token\)/);
   });
 
-  test('a JSON body that is not an object (an array, a string, a number) is refused naming the body, not an empty field', async () => {
+  test('a JSON body that is not an object (an array, a string, a number, null) is refused naming the body, not an empty field', async () => {
     const { key, jwt } = await harness().keyFor('free');
     for (const [path, token, body, got] of [
       ['/api/v1/thesis', key, [], 'an array'],
@@ -166,6 +166,8 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
       ['/api/v1/thesis', jwt, 'btc', 'a string'],
       ['/api/v1/keys/create', jwt, [], 'an array'],
       ['/api/v1/keys/revoke', jwt, 3, 'an integer'],
+      ['/api/v1/thesis', key, null, 'null'],
+      ['/api/v1/keys/revoke', jwt, null, 'null'],
     ] as const) {
       const r = await harness().request('POST', path, { token, body });
       expectError(r, 400, 'INVALID_PARAMETER');

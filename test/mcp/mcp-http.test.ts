@@ -5,9 +5,9 @@ import { request as httpRequest } from 'node:http';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { type CallToolResult, ClientRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_MAX_BATCH } from '../../src/mcp/http.ts';
-import { createMcpServer, MCP_METHODS } from '../../src/mcp/server.ts';
+import { MCP_METHODS, methodNotFoundMessage } from '../../src/mcp/server.ts';
 import { AUTH_FAILURES_PER_MINUTE, MCP_CONTROL_REQUESTS_PER_MINUTE, mcpControlCap } from '../../src/services/access.ts';
 import { TOOL_NAMES } from '../../src/mcp/tool.ts';
 import { GetChainHealthOutput, GetSignalsOutput } from '../../src/mcp/tools/index.ts';
@@ -439,10 +439,21 @@ describe('MCP over Streamable HTTP with the SDK client', () => {
         `Method not found: "${method}"; this MCP server answers initialize, ping, tools/list, tools/call (tools only: no resources or prompts); call a tool with tools/call {"name": <a tool from tools/list>, "arguments": {...}}`,
       );
     }
-    // The list named is the one the server has handlers for (an SDK upgrade that adds one shows here).
-    const server = createMcpServer(new Promise<never>(() => {}));
-    const registered = [...(server as unknown as { _requestHandlers: Map<string, unknown> })._requestHandlers.keys()];
-    assert.deepEqual(registered.sort(), [...MCP_METHODS].sort());
+    // The list named is the one the server answers: of every request method a client may send
+    // (the SDK's ClientRequestSchema, the protocol's list), exactly those are not -32601 (an SDK
+    // upgrade that answers one more shows here).
+    const auth = { authorization: `Bearer ${await makeKey('mcp-methods', 'api')}` };
+    const methods: string[] = ClientRequestSchema.options.map((o) => o.shape.method.value);
+    for (const m of MCP_METHODS) assert.ok(methods.includes(m), m);
+    const answered: string[] = [];
+    for (const method of methods) {
+      const body = (await (await rawMcp({ jsonrpc: '2.0', id: ++ipSeq, method }, auth)).json()) as {
+        error?: { code: number; message: string };
+      };
+      if (body.error?.code === -32601) assert.equal(body.error.message, methodNotFoundMessage(method));
+      else answered.push(method);
+    }
+    assert.deepEqual(answered.sort(), [...MCP_METHODS].sort());
     // Each of them answers (not -32601).
     const c = await connect();
     await c.ping();

@@ -1,5 +1,7 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { appendFile, cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, ROOT_DIR } from '../../src/config.ts';
 import { createCore } from '../../src/core.ts';
@@ -95,6 +97,14 @@ async function checkStore(db: Database): Promise<void> {
 test("AS_OF past the data is refused before the import: the bundled files' newest price day, or a newer stored one", async () => {
   const bundled = new DatasetProvider(DATA);
   assert.equal(await bundled.newestPriceDay(), '2025-09-30');
+  // Read from each file's tail: a newer last row counts (blank lines after it too), an empty
+  // file is ignored.
+  const copy = await mkdtemp(path.join(tmpdir(), 'prices-'));
+  after(() => rm(copy, { recursive: true, force: true }));
+  await cp(path.join(DATA, 'prices'), path.join(copy, 'prices'), { recursive: true });
+  await appendFile(path.join(copy, 'prices', 'btc.csv'), '2026-01-05,1,1,1,1,1,1,binance_spot\n\n');
+  await writeFile(path.join(copy, 'prices', 'ada.csv'), '');
+  assert.equal(await new DatasetProvider(copy).newestPriceDay(), '2026-01-05');
   const store = (newest: string | null) => ({
     seriesStates: async () => [
       { series: 'candles:bitcoin', kind: 'candles', newestDate: newest },

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint, SourcedPoints } from '../../engine/types.ts';
 import { addDays } from '../../engine/util.ts';
@@ -338,6 +338,27 @@ export function cut<T extends { date: string }>(list: T[], asOf: string): T[] {
   return lo === list.length ? list : list.slice(0, lo);
 }
 
+/** How much of a price file's end `lastLine` reads: a CSV row is under 200 bytes. */
+const TAIL_BYTES = 4096;
+
+/**
+ * The last non-empty line of the text file at `file` (trailing whitespace dropped), read from
+ * its last `TAIL_BYTES` bytes; '' for an empty file. A line longer than that comes back cut at
+ * its start (a price row is far shorter; the caller then finds no day and ignores the file).
+ * @throws when the file cannot be opened or read.
+ */
+async function lastLine(file: string): Promise<string> {
+  const fh = await open(file, 'r');
+  try {
+    const { size } = await fh.stat();
+    const length = Math.min(size, TAIL_BYTES);
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(length), 0, length, size - length);
+    return buffer.toString('utf8', 0, bytesRead).trimEnd().split('\n').at(-1) ?? '';
+  } finally {
+    await fh.close();
+  }
+}
+
 /**
  * The bundled real dataset (data/, provenance in data/SOURCES.md) as a provider. Files are
  * read and validated once per instance; each `load(asOf)` returns a view cut at `asOf`.
@@ -356,15 +377,15 @@ export class DatasetProvider implements MarketDataProvider {
 
   /**
    * The newest day of the dataset's prices (the day `latestDate` and the AS_OF check go by),
-   * read from the last line of each price file: no CSV is parsed or validated, so a start can
-   * refuse an AS_OF past the data before the (slow) first import. Null when no file has a row.
+   * read from the last line of each price file (its last `TAIL_BYTES` bytes only): no CSV is
+   * parsed or validated, so a start can refuse an AS_OF past the data before the (slow) first
+   * import. Null when no file has a row.
    * @throws when a price file cannot be read.
    */
   async newestPriceDay(): Promise<string | null> {
     const days = await Promise.all(
       Object.values(PRICE_FILES).map(async (f) => {
-        const text = await readFile(path.join(this.dir, 'prices', `${f}.csv`), 'utf8');
-        const last = text.trimEnd().split('\n').at(-1) ?? '';
+        const last = await lastLine(path.join(this.dir, 'prices', `${f}.csv`));
         const day = last.slice(0, last.indexOf(','));
         return /^\d{4}-\d{2}-\d{2}$/.test(day) ? day : null;
       }),
