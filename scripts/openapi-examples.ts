@@ -11,6 +11,7 @@ import { DATABASE_DOWN_MESSAGE, type ErrorCode } from '../src/errors.ts';
 import type { Caller } from '../src/services/access.ts';
 import * as ops from '../src/services/operations/index.ts';
 import type { Operation } from '../src/services/operation.ts';
+import { MAX_THESES } from '../src/services/schemas/theses.ts';
 import { createService } from '../src/server.ts';
 import { testConfig } from '../test/helpers/env.ts';
 
@@ -128,6 +129,11 @@ try {
     code: 'KEY_LIMIT_REACHED',
     message: 'You already have 5 active API keys; revoke one first',
     details: { max_active_keys: 5 },
+  };
+  errors.THESIS_LIMIT_REACHED = {
+    code: 'THESIS_LIMIT_REACHED',
+    message: `You already have ${MAX_THESES} theses, the most one account may keep; delete one you no longer follow first`,
+    details: { max_theses: MAX_THESES },
   };
   errors.INTERNAL_ERROR = { code: 'INTERNAL_ERROR', message: 'Internal server error' };
   errors.SERVICE_UNAVAILABLE = { code: 'SERVICE_UNAVAILABLE', message: DATABASE_DOWN_MESSAGE };

@@ -813,6 +813,13 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
       max_active_keys: 5,
     },
   },
+  THESIS_LIMIT_REACHED: {
+    code: 'THESIS_LIMIT_REACHED',
+    message: 'You already have 500 theses, the most one account may keep; delete one you no longer follow first',
+    details: {
+      max_theses: 500,
+    },
+  },
   INTERNAL_ERROR: {
     code: 'INTERNAL_ERROR',
     message: 'Internal server error',

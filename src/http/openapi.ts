@@ -33,6 +33,7 @@ import {
   ConditionInputSchema,
   ConditionSchema,
   DeletedThesisSchema,
+  MAX_THESES,
   ThesisHealthSchema,
   ThesisInputSchema,
   ThesisListSchema,
@@ -257,6 +258,10 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
     name: 'KeyLimitReached',
     description: 'KEY_LIMIT_REACHED: the user already has the maximum number of active API keys (5); revoke one first',
   },
+  THESIS_LIMIT_REACHED: {
+    name: 'ThesisLimitReached',
+    description: `THESIS_LIMIT_REACHED: the user already has the maximum number of theses (${MAX_THESES}); delete one first`,
+  },
   RATE_LIMITED: {
     name: 'RateLimited',
     description:
@@ -341,7 +346,8 @@ export function finishDocument(doc: Json, operations: readonly Operation[]): Jso
       const known = byName.get(op.operationId);
       if (op.requestBody && optionalBodies.has(`${method} ${path}`)) op.requestBody.required = false;
       for (const [status, response] of Object.entries<Json>(op.responses)) {
-        const code = CODE_OF_STATUS.get(Number(status));
+        // The operation's own code of that status (two codes share 409); else the status's.
+        const code = known?.errors?.find((c) => ERROR_STATUS[c] === Number(status)) ?? CODE_OF_STATUS.get(Number(status));
         if (code) {
           doc.components.responses[ERROR_RESPONSES[code].name] ??= errorResponse(code);
           op.responses[status] = ref('responses', ERROR_RESPONSES[code].name);

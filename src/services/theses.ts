@@ -8,7 +8,7 @@ import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
 import type { MarketService } from './market.ts';
-import type { ListedThesis, Thesis, ThesisHealthData, ThesisInputSchema } from './schemas/theses.ts';
+import { type ListedThesis, MAX_THESES, type Thesis, type ThesisHealthData, type ThesisInputSchema } from './schemas/theses.ts';
 
 function notFound(id: string): ServiceError {
   return new ServiceError(
@@ -57,7 +57,9 @@ export class ThesisService {
    *   when a condition asks for the chain health score of an asset without a chain (field
    *   `conditions.N.metric`), or the funding rate of an asset without a funding-rate source
    *   (GET /api/v1/assets, `capabilities.funding_rate`): it could never be evaluated; or when
-   *   the stop is already hit at the current price (field `stop_price`, see #refuseHitStop).
+   *   the stop is already hit at the current price (field `stop_price`, see #refuseHitStop);
+   *   ServiceError THESIS_LIMIT_REACHED (409, details `{max_theses}`) when the user already
+   *   has MAX_THESES theses.
    */
   async create(userId: string, email: string | null, input: z.output<typeof ThesisInputSchema>): Promise<Thesis> {
     const a = resolveAsset(input.asset);
@@ -97,17 +99,26 @@ export class ThesisService {
       kind: c.kind,
     }));
     await this.users.ensureUser(userId, email);
-    const row = await this.repo.createThesis({
-      userId,
-      asset: a.asset,
-      direction: input.direction,
-      title: input.title,
-      entryPrice: input.entry_price ?? null,
-      targetPrice: input.target_price ?? null,
-      stopPrice: input.stop_price ?? null,
-      horizonDays: input.horizon_days ?? null,
-      conditions,
-    });
+    const row = await this.repo.createThesis(
+      {
+        userId,
+        asset: a.asset,
+        direction: input.direction,
+        title: input.title,
+        entryPrice: input.entry_price ?? null,
+        targetPrice: input.target_price ?? null,
+        stopPrice: input.stop_price ?? null,
+        horizonDays: input.horizon_days ?? null,
+        conditions,
+      },
+      MAX_THESES,
+    );
+    if (!row)
+      throw new ServiceError(
+        'THESIS_LIMIT_REACHED',
+        `You already have ${MAX_THESES} theses, the most one account may keep; delete one you no longer follow first (DELETE /api/v1/thesis/{id}, ids from GET /api/v1/thesis, or on the dashboard's /account page)`,
+        { max_theses: MAX_THESES },
+      );
     return this.#view(row);
   }
 

@@ -1,6 +1,6 @@
-import { and, desc, eq, getTableColumns, sql } from 'drizzle-orm';
+import { and, count, desc, eq, getTableColumns, sql } from 'drizzle-orm';
 import type { Db } from './db.ts';
-import { theses } from './schema.ts';
+import { appUsers, theses } from './schema.ts';
 
 /** A stored thesis (prices in USD, `conditions` as the engine's ThesisCondition[]). */
 export type ThesisRow = typeof theses.$inferSelect;
@@ -12,10 +12,20 @@ export type ThesisRow = typeof theses.$inferSelect;
 export class ThesisRepo {
   constructor(private readonly db: Db) {}
 
-  /** Stores a new thesis for its owner. */
-  async createThesis(t: Omit<ThesisRow, 'id' | 'createdAt' | 'updatedAt'>): Promise<ThesisRow> {
-    const rows = await this.db.insert(theses).values(t).returning();
-    return rows[0]!;
+  /**
+   * Stores a new thesis for its owner if the owner has fewer than `max` theses. Atomic: the
+   * owner's `app_users` row (which must exist) is locked for the transaction, so concurrent
+   * creations are serialized and can never exceed `max`.
+   * @returns the new row, or null when the owner already has `max` theses.
+   */
+  async createThesis(t: Omit<ThesisRow, 'id' | 'createdAt' | 'updatedAt'>, max: number): Promise<ThesisRow | null> {
+    return this.db.transaction(async (tx) => {
+      await tx.select({ id: appUsers.id }).from(appUsers).where(eq(appUsers.id, t.userId)).for('update');
+      const [{ n } = { n: 0 }] = await tx.select({ n: count() }).from(theses).where(eq(theses.userId, t.userId));
+      if (n >= max) return null;
+      const rows = await tx.insert(theses).values(t).returning();
+      return rows[0]!;
+    });
   }
 
   /**

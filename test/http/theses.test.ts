@@ -1,8 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { inArray } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import { okEnvelope } from '../../src/http/envelope.ts';
-import { DeletedThesisSchema, ThesisHealthSchema, ThesisListSchema, ThesisSchema } from '../../src/services/schemas/theses.ts';
+import { DeletedThesisSchema, MAX_THESES, ThesisHealthSchema, ThesisListSchema, ThesisSchema } from '../../src/services/schemas/theses.ts';
 import { theses } from '../../src/store/schema.ts';
 import { expectError, harnessUnavailable, startHarness, testDatabase, type Harness } from '../helpers/harness.ts';
 import { runSharedSecurityTests } from '../helpers/security.ts';
@@ -554,6 +554,32 @@ describe('theses', { skip: SKIP }, () => {
       const u = await h.keyFor('api');
       for (const [, body] of cases) assert.equal((await create(body, u.key)).status, 400);
       assert.deepEqual((await h.request('GET', '/api/v1/thesis', { token: u.key })).body.data.theses, []);
+    });
+
+    test(`a user keeps at most ${MAX_THESES} theses: concurrent creations at the limit store one, the rest are 409 THESIS_LIMIT_REACHED; a deletion frees a place`, async () => {
+      const u = await h.keyFor('api');
+      // All but one place taken by rows written directly (the API would need 499 requests).
+      const row = { userId: u.userId, asset: 'bitcoin', direction: 'long' as const, title: 'filler', conditions: [] };
+      await h.svc.database.db.insert(theses).values(Array.from({ length: MAX_THESES - 1 }, () => row));
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () => create({ asset: 'BTC', direction: 'long', title: 'one more' }, u.key)),
+      );
+      const codes = results.map((r) => r.status).sort();
+      assert.deepEqual(codes, [201, 409, 409, 409, 409, 409], results.map((r) => r.raw).join('\n'));
+      const refused = results.find((r) => r.status === 409)!;
+      expectError(refused, 409, 'THESIS_LIMIT_REACHED');
+      assert.deepEqual(refused.body.error.details, { max_theses: MAX_THESES });
+      assert.match(
+        refused.body.error.message,
+        new RegExp(`^You already have ${MAX_THESES} theses.*delete one you no longer follow first \\(DELETE /api/v1/thesis/\\{id\\}`),
+      );
+      const stored = await h.svc.database.db.select({ id: theses.id }).from(theses).where(eq(theses.userId, u.userId));
+      assert.equal(stored.length, MAX_THESES);
+      // With the JWT too; another user is not affected.
+      expectError(await create({ asset: 'BTC', direction: 'long', title: 'by JWT' }, u.jwt), 409, 'THESIS_LIMIT_REACHED');
+      assert.equal((await create({ asset: 'BTC', direction: 'long', title: 'someone else' }, other.key)).status, 201);
+      assert.equal((await h.request('DELETE', `/api/v1/thesis/${stored[0]!.id}`, { token: u.key })).status, 200);
+      assert.equal((await create({ asset: 'BTC', direction: 'long', title: 'after a deletion' }, u.key)).status, 201);
     });
 
     test('POST /thesis: a body that is not JSON, or not an object, is 400', async () => {

@@ -233,17 +233,20 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
         const theses = new ThesisRepo(tx as unknown as Db);
         const keys = new KeyRepo(tx as unknown as Db, ctx!.db.kind);
         for (let i = 0; i < n; i++) {
-          await theses.createThesis({
-            userId: 'order-user',
-            asset: 'ETH',
-            direction: 'long',
-            title: `t${i}`,
-            entryPrice: null,
-            targetPrice: null,
-            stopPrice: null,
-            horizonDays: null,
-            conditions: [],
-          });
+          await theses.createThesis(
+            {
+              userId: 'order-user',
+              asset: 'ETH',
+              direction: 'long',
+              title: `t${i}`,
+              entryPrice: null,
+              targetPrice: null,
+              stopPrice: null,
+              horizonDays: null,
+              conditions: [],
+            },
+            n,
+          );
           await keys.createKey('order-user', `k${i}`, `svc_live_${i}`, createHash('sha256').update(`order-${i}`).digest('hex'), n);
         }
       });

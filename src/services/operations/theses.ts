@@ -24,6 +24,7 @@ export const createThesis = defineOperation({
   input: ThesisInputSchema,
   output: ThesisSchema,
   status: 201,
+  errors: ['THESIS_LIMIT_REACHED'],
   run: async (s, caller, input) => {
     const u = signedInUser(caller);
     return fresh(await s.theses.create(u.userId, u.email, input));

@@ -260,6 +260,13 @@ export const ThesisListSchema = z.object({
   next_cursor: z.string().nullable().describe('Pass it as `cursor` for the next (older) page; null on the last page'),
 });
 
+/**
+ * The most theses one user may keep (README, "Theses"): a bound on what one account can
+ * store, far above what a person follows (the list pages 200 at a time). Deleting one frees
+ * its place.
+ */
+export const MAX_THESES = 500;
+
 /** Page sizes of GET /thesis: the most a page may hold, and the default. */
 export const THESIS_PAGE = { max: 200, default: 50 } as const;
 
