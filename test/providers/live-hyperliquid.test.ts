@@ -107,6 +107,25 @@ describe('Hyperliquid /info (recorded responses)', () => {
     );
   });
 
+  test('funding: one print time with two different rates is refused, never a choice', async () => {
+    const raw = fixtureJson<Record<string, unknown>[]>('hyperliquid/info_fundingHistory_BTC_with_endTime.json');
+    const s = () =>
+      hyperliquidFunding(adapterContext({ baseUrls: { hyperliquid: srv.url } }), 'bitcoin', 'BTC').fetch('2023-05-11', '2023-06-01');
+    route = () => ({ body: [...raw, { ...raw[1]! }] });
+    const same = await s();
+    route = () => ({ body: raw });
+    assert.deepStrictEqual(same, await s(), 'a repeated print is counted once');
+    route = () => ({ body: [...raw, { ...raw[1]!, fundingRate: '0.0123' }] });
+    await assert.rejects(s(), (e: unknown) => {
+      assert.ok(e instanceof UpstreamError && e.kind === 'format', String(e));
+      assert.match(
+        e.message,
+        new RegExp(`field \\[${raw.length}\\]\\.fundingRate: two different rates for ${new Date(raw[1]!.time as number).toISOString()}`),
+      );
+      return true;
+    });
+  });
+
   test('funding: a changed field names it', async () => {
     const bad = fixtureJson<Record<string, unknown>[]>('hyperliquid/info_fundingHistory_BTC_with_endTime.json');
     bad[1]!.fundingRate = 'n/a';

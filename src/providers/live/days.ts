@@ -101,6 +101,24 @@ export function completeDays<T extends { date: string }>(source: string, path: s
 }
 
 /**
+ * Records one funding print (`ms` → `rate`) in `prints`. The same print seen twice (overlapping
+ * pages, a repeated row) is kept once; one time carrying two different rates is an error, never a
+ * choice (docs/live-data.md, "Validation").
+ * @throws UpstreamError 'format' naming the field and the time.
+ */
+export function addPrint(prints: Map<number, number>, source: string, path: string, field: string, ms: number, rate: number): void {
+  const seen = prints.get(ms);
+  if (seen !== undefined && seen !== rate) {
+    throw new UpstreamError(
+      source,
+      `${source}: ${path}: unexpected response format at field ${field}: two different rates for ${new Date(ms).toISOString()} (${seen} and ${rate})`,
+      'format',
+    );
+  }
+  prints.set(ms, rate);
+}
+
+/**
  * Daily means of funding prints. Each print's rate (a fraction per its `intervalHours`) is
  * converted to per 8 hours (`× 8 / intervalHours`) and grouped by the UTC day of its time;
  * the mean is computed as `first + Σ(x - first) / n`, which is exact when all prints are

@@ -11,6 +11,7 @@ import {
   DAY_MS,
   MAX_PAGES,
   checkWindow,
+  addPrint,
   completeDays,
   dailyFundingMeans,
   dailyMetricSource,
@@ -125,7 +126,7 @@ export function hyperliquidFunding(ctx: AdapterContext, asset: string, coin: str
         for (const [i, r] of rows.entries()) {
           if (r.coin !== coin)
             throw new UpstreamError(source, `${source}: /info: unexpected response format at field [${i}].coin: ${r.coin}`, 'format');
-          if (r.time <= end) prints.set(r.time, r.fundingRate);
+          if (r.time <= end) addPrint(prints, source, '/info', `[${i}].fundingRate`, r.time, r.fundingRate);
         }
         const next = Math.max(...rows.map((r) => r.time)) + 1;
         if (next <= start) break;
