@@ -88,6 +88,16 @@ function where(url: string): string {
   return `${u.pathname}${u.search}`;
 }
 
+/**
+ * Why `signal` aborted, for messages: `aborted: <reason>` when the reason is an Error of the
+ * caller's (the ingest aborts with what ran out, e.g. the series' time bound, or that the
+ * service is stopping), else just `aborted` (a plain abort() or AbortSignal.timeout()).
+ */
+function abortReason(signal: AbortSignal | undefined): string {
+  const r: unknown = signal?.reason;
+  return r instanceof Error && !(r instanceof DOMException) && r.message !== '' ? `aborted: ${r.message}` : 'aborted';
+}
+
 /** Fetch with budget, timeout, retries and schema validation. One instance is shared by all sources. */
 export class HttpClient {
   readonly #opts: HttpClientOptions;
@@ -127,7 +137,7 @@ export class HttpClient {
       try {
         await sleep(retryIn, signal);
       } catch {
-        throw fail('aborted while waiting');
+        throw fail(abortReason(signal).replace(/^aborted/, 'aborted while waiting'));
       }
     }
   }
@@ -142,6 +152,15 @@ export class HttpClient {
     const { source, url, signal } = req;
     const host = new URL(url).host;
     const path = where(url);
+    /** The last retryable failure, named when the caller's signal ends the retries. */
+    let last: string | undefined;
+    const aborted = (cause: unknown) =>
+      new UpstreamError(
+        source,
+        `${source}: ${path}: ${abortReason(signal)}${last === undefined ? '' : ` (last attempt: ${last.slice(`${source}: ${path}: `.length)})`}`,
+        'network',
+        { cause },
+      );
     const attempt = async (): Promise<T> => {
       await this.#acquire(source, host, url, signal);
       const timeout = AbortSignal.timeout(this.#opts.timeoutMs);
@@ -161,7 +180,12 @@ export class HttpClient {
           await res.body?.cancel().catch(() => {});
           const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
           const err = new UpstreamError(source, `${source}: ${path}: HTTP ${res.status}`, 'http', { status: res.status });
-          if (retryAfter !== undefined && retryAfter > this.#opts.maxRetryAfterMs) {
+          if (retryAfter !== undefined && retryAfter <= this.#opts.maxRetryAfterMs)
+            throw new Retryable(
+              new UpstreamError(source, `${err.message}, Retry-After ${Math.round(retryAfter / 1000)} s`, 'http', { status: res.status }),
+              retryAfter,
+            );
+          if (retryAfter !== undefined) {
             throw new AbortError(
               new UpstreamError(
                 source,
@@ -182,7 +206,7 @@ export class HttpClient {
         text = await res.text();
       } catch (e) {
         if (e instanceof Retryable || e instanceof AbortError) throw e;
-        if (signal?.aborted) throw new AbortError(new UpstreamError(source, `${source}: ${path}: aborted`, 'network', { cause: e }));
+        if (signal?.aborted) throw new AbortError(aborted(e));
         if (timeout.aborted) {
           throw new Retryable(
             new UpstreamError(source, `${source}: ${path}: no complete answer within ${this.#opts.timeoutMs} ms`, 'timeout', { cause: e }),
@@ -226,6 +250,7 @@ export class HttpClient {
         signal,
         shouldRetry: ({ error }) => error instanceof Retryable,
         onFailedAttempt: async ({ error, retriesLeft }) => {
+          if (error instanceof Retryable) last = error.upstream.message;
           if (error instanceof Retryable && error.retryAfterMs !== undefined && retriesLeft > 0) await sleep(error.retryAfterMs, signal);
         },
       });
@@ -233,7 +258,7 @@ export class HttpClient {
       if (e instanceof Retryable) throw e.upstream;
       if (e instanceof UpstreamError) throw e;
       if (e instanceof AbortError && e.originalError instanceof UpstreamError) throw e.originalError;
-      if (signal?.aborted) throw new UpstreamError(source, `${source}: ${path}: aborted`, 'network', { cause: e });
+      if (signal?.aborted) throw aborted(e);
       throw new UpstreamError(source, `${source}: ${path}: ${e instanceof Error ? e.message : String(e)}`, 'network', { cause: e });
     }
   }
