@@ -189,11 +189,17 @@ describe('Hyperliquid stats feed (real recorded responses)', () => {
     });
   }
 
-  test('a changed field and an empty chart', async () => {
+  test('a changed field, a date that is no day of the calendar and an empty chart', async () => {
     srv.script({ body: { chart_data: [{ time: '2023-06-13T00:00:00', volume: 5 }] } });
     await assert.rejects(
       byId('metric:hype:dex_volume', { baseUrls: { hyperliquidStats: srv.url } }).fetch('2023-06-12', '2023-07-01'),
       /\/Mainnet\/daily_usd_volume: unexpected response format at field chart_data\[0\]\.daily_usd_volume/,
+    );
+    srv.script({ body: { chart_data: [{ time: '2023-02-29T00:00:00', daily_usd_volume: 5 }] } });
+    await assert.rejects(
+      byId('metric:hype:dex_volume', { baseUrls: { hyperliquidStats: srv.url } }).fetch('2023-01-12', '2023-07-01'),
+      /\/Mainnet\/daily_usd_volume: unexpected response format at field chart_data\[0\]\.time: not a day of the calendar/,
+      'a date that is no day of the calendar',
     );
     srv.script({ body: { chart_data: [] } });
     assert.deepStrictEqual(

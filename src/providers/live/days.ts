@@ -76,6 +76,22 @@ export const decimalString = z
   .transform(Number)
   .refine(Number.isFinite, 'not a finite number');
 
+/** Whether `day` (YYYY-MM-DD) is a day of the calendar (not e.g. 2025-02-30 or 2025-13-01). */
+export function isCalendarDay(day: string): boolean {
+  try {
+    dayNumber(day);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A YYYY-MM-DD day of the calendar (growthepie `date`). */
+export const isoDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD')
+  .refine(isCalendarDay, 'not a day of the calendar');
+
 /** A finite JSON number. */
 export const finite = z.number().refine(Number.isFinite, 'not a finite number');
 

@@ -20,6 +20,7 @@ import {
   checkCandle,
   decimalString,
   finite,
+  isCalendarDay,
   type AdapterContext,
 } from './days.ts';
 import { UpstreamError, type LiveSource, type SeriesPoints } from './source.ts';
@@ -152,7 +153,10 @@ export function hyperliquidStat(
   const base = ctx.baseUrls.hyperliquidStats;
   const source = `Hyperliquid stats /Mainnet/${path} (${what})`;
   const row = z.object({
-    time: z.string().regex(/^\d{4}-\d{2}-\d{2}T00:00:00(\.0+)?Z?$/, 'expected YYYY-MM-DDT00:00:00'),
+    time: z
+      .string()
+      .regex(/^\d{4}-\d{2}-\d{2}T00:00:00(\.0+)?Z?$/, 'expected YYYY-MM-DDT00:00:00')
+      .refine((t) => isCalendarDay(t.slice(0, 10)), 'not a day of the calendar'),
     [field]: finite,
   }) as unknown as z.ZodType<{
     time: string;
