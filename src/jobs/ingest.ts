@@ -185,7 +185,10 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
         return { series: src.series, inserted, after, ms: Math.round(performance.now() - t0) };
       } catch (err) {
         const error = errorText(err);
-        await deps.repo.recordError(specOf(src, states.get(src.series)?.source ?? src.source), error).catch(() => {});
+        // A fetch cut short by the service stopping is no failure of the upstream: last_error
+        // (GET /status, every instance) keeps what the series last really had.
+        if (!deps.stopSignal?.aborted)
+          await deps.repo.recordError(specOf(src, states.get(src.series)?.source ?? src.source), error).catch(() => {});
         return { series: src.series, inserted: 0, after, error, ms: Math.round(performance.now() - t0) };
       }
     }),

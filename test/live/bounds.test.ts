@@ -55,6 +55,18 @@ test("a series ended by its time bound says so, with the upstream's last answer"
     const fng = round.outcomes.find((o) => o.series === 'fear_greed')!;
     assert.equal(fng.error, undefined, 'the other hosts were not held up');
     assert.ok(fng.inserted > 0);
+
+    // A round cut short by the service stopping reports why in its outcomes and the log, but
+    // records no last_error: the upstream did not fail.
+    upstream.fault('alternativeMe', { kind: 'hang' });
+    const stopping = new AbortController();
+    setTimeout(() => stopping.abort(new Error('the service is stopping')), 300);
+    const stopped = await ingestRound({ ...deps, stopSignal: stopping.signal });
+    const fg = stopped.outcomes.find((o) => o.series === 'fear_greed')!;
+    assert.match(fg.error ?? '', /\/fng\/: aborted: the service is stopping$/);
+    const after = new Map((await repo.seriesStates()).map((s) => [s.series, s]));
+    assert.equal(after.get('fear_greed')!.lastError, null, 'no last_error for a stop');
+    assert.equal(after.get('candles:bitcoin')!.lastError, btc.error, 'the real failure before it is kept, not replaced by the stop');
   } finally {
     await core.stop();
     await upstream.close();
