@@ -25,7 +25,17 @@ export interface HttpClientOptions {
   maxRetryAfterMs: number;
   /** Longest wait for a budget slot, ms (default 120000). */
   budgetWaitMs?: number;
+  /** Largest response body read, bytes (default {@link DEFAULT_MAX_BODY_BYTES}). */
+  maxBodyBytes?: number;
 }
+
+/**
+ * Largest response body read by default: 64 MiB, well above the largest upstream answer
+ * (growthepie's fundamentals.json, a few MB). Without a bound, a mirror or proxy answering an
+ * endless or huge body filled memory at the network's speed until the timeout (2.6 GB of RSS in
+ * the 10 s of INGEST_TIMEOUT_MS on loopback).
+ */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 /** One request to make. `source` names the series/provider in errors. */
 export interface HttpRequest<T> {
@@ -80,6 +90,33 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * Reads a response body as UTF-8 text, at most `max` bytes: a larger one (by its Content-Length,
+ * or once more has arrived) is cancelled and `tooLarge()` thrown.
+ */
+async function readBody(res: Response, max: number, tooLarge: () => Error): Promise<string> {
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > max) {
+    await res.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks, size));
 }
 
 /** The path and query of a URL, for messages (never the host's credentials: there are none). */
@@ -203,7 +240,18 @@ export class HttpClient {
           await res.body?.cancel().catch(() => {});
           throw new AbortError(new UpstreamError(source, `${source}: ${path}: HTTP ${res.status}`, 'http', { status: res.status }));
         }
-        text = await res.text();
+        text = await readBody(
+          res,
+          this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+          () =>
+            new AbortError(
+              new UpstreamError(
+                source,
+                `${source}: ${path}: response larger than ${this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES} bytes, not read further`,
+                'format',
+              ),
+            ),
+        );
       } catch (e) {
         if (e instanceof Retryable || e instanceof AbortError) throw e;
         if (signal?.aborted) throw new AbortError(aborted(e));
