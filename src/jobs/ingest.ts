@@ -172,13 +172,23 @@ export async function ingestRound(deps: IngestDeps, sources: readonly LiveSource
       // Asked even when nothing new can be complete yet: some sources (Solana) accumulate samples between rounds.
       const after = states.get(src.series)?.newestDate ?? deps.startAfter;
       try {
-        const timeout = AbortSignal.timeout(deps.fetchTimeoutMs);
-        const got = await src.fetch(after, day, deps.stopSignal ? AbortSignal.any([timeout, deps.stopSignal]) : timeout);
+        // Aborted with what ran out, so the error (logs, last_error) says it rather than 'aborted'.
+        const bound = new AbortController();
+        const timer = setTimeout(
+          () => bound.abort(new Error(`no result within the series' time bound of ${deps.fetchTimeoutMs} ms`)),
+          deps.fetchTimeoutMs,
+        );
+        const got = await src
+          .fetch(after, day, deps.stopSignal ? AbortSignal.any([bound.signal, deps.stopSignal]) : bound.signal)
+          .finally(() => clearTimeout(timer));
         const inserted = await deps.repo.writeFetched(specOf(src, got.source), sourced(got, after, day));
         return { series: src.series, inserted, after, ms: Math.round(performance.now() - t0) };
       } catch (err) {
         const error = errorText(err);
-        await deps.repo.recordError(specOf(src, states.get(src.series)?.source ?? src.source), error).catch(() => {});
+        // A fetch cut short by the service stopping is no failure of the upstream: last_error
+        // (GET /status, every instance) keeps what the series last really had.
+        if (!deps.stopSignal?.aborted)
+          await deps.repo.recordError(specOf(src, states.get(src.series)?.source ?? src.source), error).catch(() => {});
         return { series: src.series, inserted: 0, after, error, ms: Math.round(performance.now() - t0) };
       }
     }),
@@ -277,7 +287,7 @@ export function scheduleIngest(deps: IngestDeps): IngestSchedule {
   return {
     async stop() {
       for (const j of jobs) j.stop();
-      stopping.abort();
+      stopping.abort(new Error('the service is stopping'));
       await queue.catch(() => {});
     },
     runNow: () => enqueue(deps.sources),

@@ -267,6 +267,26 @@ describe('Binance USD-M funding (recorded responses)', () => {
     }
   });
 
+  test('a print repeated with the same rate is counted once; one time with two different rates is refused', async () => {
+    const raw2 = fixtureJson<Record<string, unknown>[]>('binance/fapi_v1_fundingRate_BTCUSDT.reconstructed.json');
+    const s = () => series('funding:bitcoin', { baseUrls: { binanceFutures: srv.url } }).fetch('2026-09-28', '2026-10-04');
+    srv.script({ body: info }, { body: [...raw2, { ...raw2[2]! }] });
+    const same = await s();
+    if (same.kind !== 'funding') assert.fail();
+    assert.deepStrictEqual(
+      same.points.map((p) => p.prints),
+      plainMeans(1).map((w) => w.n),
+    );
+    srv.script({ body: info }, { body: [...raw2, { ...raw2[2]!, fundingRate: '0.00099999' }] });
+    const e = await formatError(s());
+    assert.match(
+      e.message,
+      new RegExp(
+        `field \\[${raw2.length}\\]\\.fundingRate: two different rates for ${new Date(raw2[2]!.fundingTime as number).toISOString()}`,
+      ),
+    );
+  });
+
   test('a changed field names it; an empty page is no days', async () => {
     const bad = fixtureJson<Record<string, unknown>[]>('binance/fapi_v1_fundingRate_BTCUSDT.reconstructed.json');
     bad[5]!.fundingRate = null;

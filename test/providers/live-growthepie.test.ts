@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLiveSources } from '../../src/providers/live/index.ts';
+import { createLiveSources, UpstreamError } from '../../src/providers/live/index.ts';
 import { fixture, fixtureJson, startFixtureServer } from '../helpers/fixture-server.ts';
 
 describe('growthepie fundamentals (documented layout)', () => {
@@ -38,5 +38,19 @@ describe('growthepie fundamentals (documented layout)', () => {
     );
     srv.script({ body: [] });
     assert.deepStrictEqual((await s.fetch('2024-05-01', '2024-06-01')).points, []);
+  });
+
+  test('a date that is no day of the calendar is a format error naming the field, not a row the database refuses', async () => {
+    const s = createLiveSources({ baseUrls: { growthepie: srv.url }, retryMinTimeoutMs: 10 }).find(
+      (x) => x.series === 'metric:eth:active_addresses',
+    )!;
+    for (const date of ['2024-02-30', '2024-13-01', '2024-05-00']) {
+      srv.script({ body: [{ metric_key: 'daa', origin_key: 'ethereum', date, value: 1 }] });
+      await assert.rejects(s.fetch('2024-01-01', '2024-06-01'), (e: unknown) => {
+        assert.ok(e instanceof UpstreamError && e.kind === 'format', String(e));
+        assert.match(e.message, /unexpected response format at field \[0\]\.date: not a day of the calendar/);
+        return true;
+      });
+    }
   });
 });

@@ -1,5 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createLiveSources, UpstreamError, type LiveSource, type LiveSourceOptions } from '../../src/providers/live/index.ts';
 import { parseRetryAfter } from '../../src/providers/live/http.ts';
 import { fixture, startFixtureServer } from '../helpers/fixture-server.ts';
@@ -97,6 +99,46 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     assert.equal(e.kind, 'format');
     assert.match(e.message, /response is not JSON \(starts with '<html>maintenance/);
     assert.equal(srv.log.length, 1);
+  });
+
+  test('a body larger than maxBodyBytes is a format error, not retried, read no further; an endless one too', async () => {
+    srv.log.length = 0;
+    srv.script({ body: KLINES });
+    const e = await rejects(btc(srv.url, { maxBodyBytes: KLINES.length - 1 }).fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'format');
+    assert.match(e.message, new RegExp(`: response larger than ${KLINES.length - 1} bytes, not read further$`));
+    assert.equal(srv.log.length, 1);
+    assert.equal((await btc(srv.url, { maxBodyBytes: KLINES.length }).fetch(AFTER, TODAY)).points.length, 14, 'at the bound: read');
+
+    // An endless body without Content-Length: stopped once past the bound, long before the timeout.
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    let sent = 0;
+    const endless = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk)) sent += chunk.length;
+      };
+      res.on('drain', pump);
+      res.on('error', () => {});
+      pump();
+    });
+    await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve));
+    try {
+      const t0 = performance.now();
+      const big = await rejects(
+        btc(`http://127.0.0.1:${(endless.address() as AddressInfo).port}`, { maxBodyBytes: 4 * 1024 * 1024, timeoutMs: 30_000 }).fetch(
+          AFTER,
+          TODAY,
+        ),
+      );
+      assert.equal(big.kind, 'format');
+      assert.match(big.message, /response larger than 4194304 bytes/);
+      assert.ok(performance.now() - t0 < 10_000, `stopped early: ${Math.round(performance.now() - t0)} ms`);
+      assert.ok(sent < 64 * 1024 * 1024, `the client stopped reading: ${sent} bytes sent`);
+    } finally {
+      endless.closeAllConnections();
+      await new Promise((resolve) => endless.close(resolve));
+    }
   });
 
   test('connection refused is a network error after retries', async () => {

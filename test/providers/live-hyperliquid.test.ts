@@ -107,6 +107,25 @@ describe('Hyperliquid /info (recorded responses)', () => {
     );
   });
 
+  test('funding: one print time with two different rates is refused, never a choice', async () => {
+    const raw = fixtureJson<Record<string, unknown>[]>('hyperliquid/info_fundingHistory_BTC_with_endTime.json');
+    const s = () =>
+      hyperliquidFunding(adapterContext({ baseUrls: { hyperliquid: srv.url } }), 'bitcoin', 'BTC').fetch('2023-05-11', '2023-06-01');
+    route = () => ({ body: [...raw, { ...raw[1]! }] });
+    const same = await s();
+    route = () => ({ body: raw });
+    assert.deepStrictEqual(same, await s(), 'a repeated print is counted once');
+    route = () => ({ body: [...raw, { ...raw[1]!, fundingRate: '0.0123' }] });
+    await assert.rejects(s(), (e: unknown) => {
+      assert.ok(e instanceof UpstreamError && e.kind === 'format', String(e));
+      assert.match(
+        e.message,
+        new RegExp(`field \\[${raw.length}\\]\\.fundingRate: two different rates for ${new Date(raw[1]!.time as number).toISOString()}`),
+      );
+      return true;
+    });
+  });
+
   test('funding: a changed field names it', async () => {
     const bad = fixtureJson<Record<string, unknown>[]>('hyperliquid/info_fundingHistory_BTC_with_endTime.json');
     bad[1]!.fundingRate = 'n/a';
@@ -170,11 +189,17 @@ describe('Hyperliquid stats feed (real recorded responses)', () => {
     });
   }
 
-  test('a changed field and an empty chart', async () => {
+  test('a changed field, a date that is no day of the calendar and an empty chart', async () => {
     srv.script({ body: { chart_data: [{ time: '2023-06-13T00:00:00', volume: 5 }] } });
     await assert.rejects(
       byId('metric:hype:dex_volume', { baseUrls: { hyperliquidStats: srv.url } }).fetch('2023-06-12', '2023-07-01'),
       /\/Mainnet\/daily_usd_volume: unexpected response format at field chart_data\[0\]\.daily_usd_volume/,
+    );
+    srv.script({ body: { chart_data: [{ time: '2023-02-29T00:00:00', daily_usd_volume: 5 }] } });
+    await assert.rejects(
+      byId('metric:hype:dex_volume', { baseUrls: { hyperliquidStats: srv.url } }).fetch('2023-01-12', '2023-07-01'),
+      /\/Mainnet\/daily_usd_volume: unexpected response format at field chart_data\[0\]\.time: not a day of the calendar/,
+      'a date that is no day of the calendar',
     );
     srv.script({ body: { chart_data: [] } });
     assert.deepStrictEqual(

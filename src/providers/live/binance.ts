@@ -11,6 +11,7 @@ import {
   DAY_MS,
   MAX_PAGES,
   checkWindow,
+  addPrint,
   completeDays,
   dailyFundingMeans,
   dayOfMs,
@@ -199,7 +200,7 @@ export function binanceFunding(ctx: AdapterContext, asset: string, symbol: strin
               'format',
             );
           }
-          prints.set(r.fundingTime, r.fundingRate);
+          addPrint(prints, source, '/fapi/v1/fundingRate', `[${i}].fundingRate`, r.fundingTime, r.fundingRate);
         });
         if (rows.length < FUNDING_LIMIT) break;
         const next = Math.max(...rows.map((r) => r.fundingTime)) + 1;

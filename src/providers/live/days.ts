@@ -76,6 +76,22 @@ export const decimalString = z
   .transform(Number)
   .refine(Number.isFinite, 'not a finite number');
 
+/** Whether `day` (YYYY-MM-DD) is a day of the calendar (not e.g. 2025-02-30 or 2025-13-01). */
+export function isCalendarDay(day: string): boolean {
+  try {
+    dayNumber(day);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A YYYY-MM-DD day of the calendar (growthepie `date`). */
+export const isoDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD')
+  .refine(isCalendarDay, 'not a day of the calendar');
+
 /** A finite JSON number. */
 export const finite = z.number().refine(Number.isFinite, 'not a finite number');
 
@@ -98,6 +114,24 @@ export function completeDays<T extends { date: string }>(source: string, path: s
     out.push(p);
   }
   return out;
+}
+
+/**
+ * Records one funding print (`ms` → `rate`) in `prints`. The same print seen twice (overlapping
+ * pages, a repeated row) is kept once; one time carrying two different rates is an error, never a
+ * choice (docs/live-data.md, "Validation").
+ * @throws UpstreamError 'format' naming the field and the time.
+ */
+export function addPrint(prints: Map<number, number>, source: string, path: string, field: string, ms: number, rate: number): void {
+  const seen = prints.get(ms);
+  if (seen !== undefined && seen !== rate) {
+    throw new UpstreamError(
+      source,
+      `${source}: ${path}: unexpected response format at field ${field}: two different rates for ${new Date(ms).toISOString()} (${seen} and ${rate})`,
+      'format',
+    );
+  }
+  prints.set(ms, rate);
 }
 
 /**

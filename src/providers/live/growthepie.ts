@@ -7,14 +7,14 @@
  */
 import { z } from 'zod';
 import type { ChainId, MetricPoint } from '../../engine/types.ts';
-import { completeDays, dailyMetricSource, finite, type AdapterContext } from './days.ts';
+import { completeDays, dailyMetricSource, finite, isoDay, type AdapterContext } from './days.ts';
 import type { LiveSource } from './source.ts';
 
 const schema = z.array(
   z.object({
     metric_key: z.string(),
     origin_key: z.string(),
-    date: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'expected YYYY-MM-DD'),
+    date: isoDay,
     value: finite,
   }),
 );

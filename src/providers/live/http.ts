@@ -25,7 +25,17 @@ export interface HttpClientOptions {
   maxRetryAfterMs: number;
   /** Longest wait for a budget slot, ms (default 120000). */
   budgetWaitMs?: number;
+  /** Largest response body read, bytes (default {@link DEFAULT_MAX_BODY_BYTES}). */
+  maxBodyBytes?: number;
 }
+
+/**
+ * Largest response body read by default: 64 MiB, well above the largest upstream answer
+ * (growthepie's fundamentals.json, a few MB). Without a bound, a mirror or proxy answering an
+ * endless or huge body filled memory at the network's speed until the timeout (2.6 GB of RSS in
+ * the 10 s of INGEST_TIMEOUT_MS on loopback).
+ */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 /** One request to make. `source` names the series/provider in errors. */
 export interface HttpRequest<T> {
@@ -82,10 +92,47 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * Reads a response body as UTF-8 text, at most `max` bytes: a larger one (by its Content-Length,
+ * or once more has arrived) is cancelled and `tooLarge()` thrown.
+ */
+async function readBody(res: Response, max: number, tooLarge: () => Error): Promise<string> {
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > max) {
+    await res.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks, size));
+}
+
 /** The path and query of a URL, for messages (never the host's credentials: there are none). */
 function where(url: string): string {
   const u = new URL(url);
   return `${u.pathname}${u.search}`;
+}
+
+/**
+ * Why `signal` aborted, for messages: `aborted: <reason>` when the reason is an Error of the
+ * caller's (the ingest aborts with what ran out, e.g. the series' time bound, or that the
+ * service is stopping), else just `aborted` (a plain abort() or AbortSignal.timeout()).
+ */
+function abortReason(signal: AbortSignal | undefined): string {
+  const r: unknown = signal?.reason;
+  return r instanceof Error && !(r instanceof DOMException) && r.message !== '' ? `aborted: ${r.message}` : 'aborted';
 }
 
 /** Fetch with budget, timeout, retries and schema validation. One instance is shared by all sources. */
@@ -127,7 +174,7 @@ export class HttpClient {
       try {
         await sleep(retryIn, signal);
       } catch {
-        throw fail('aborted while waiting');
+        throw fail(abortReason(signal).replace(/^aborted/, 'aborted while waiting'));
       }
     }
   }
@@ -142,6 +189,15 @@ export class HttpClient {
     const { source, url, signal } = req;
     const host = new URL(url).host;
     const path = where(url);
+    /** The last retryable failure, named when the caller's signal ends the retries. */
+    let last: string | undefined;
+    const aborted = (cause: unknown) =>
+      new UpstreamError(
+        source,
+        `${source}: ${path}: ${abortReason(signal)}${last === undefined ? '' : ` (last attempt: ${last.slice(`${source}: ${path}: `.length)})`}`,
+        'network',
+        { cause },
+      );
     const attempt = async (): Promise<T> => {
       await this.#acquire(source, host, url, signal);
       const timeout = AbortSignal.timeout(this.#opts.timeoutMs);
@@ -161,7 +217,12 @@ export class HttpClient {
           await res.body?.cancel().catch(() => {});
           const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
           const err = new UpstreamError(source, `${source}: ${path}: HTTP ${res.status}`, 'http', { status: res.status });
-          if (retryAfter !== undefined && retryAfter > this.#opts.maxRetryAfterMs) {
+          if (retryAfter !== undefined && retryAfter <= this.#opts.maxRetryAfterMs)
+            throw new Retryable(
+              new UpstreamError(source, `${err.message}, Retry-After ${Math.round(retryAfter / 1000)} s`, 'http', { status: res.status }),
+              retryAfter,
+            );
+          if (retryAfter !== undefined) {
             throw new AbortError(
               new UpstreamError(
                 source,
@@ -179,10 +240,21 @@ export class HttpClient {
           await res.body?.cancel().catch(() => {});
           throw new AbortError(new UpstreamError(source, `${source}: ${path}: HTTP ${res.status}`, 'http', { status: res.status }));
         }
-        text = await res.text();
+        text = await readBody(
+          res,
+          this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+          () =>
+            new AbortError(
+              new UpstreamError(
+                source,
+                `${source}: ${path}: response larger than ${this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES} bytes, not read further`,
+                'format',
+              ),
+            ),
+        );
       } catch (e) {
         if (e instanceof Retryable || e instanceof AbortError) throw e;
-        if (signal?.aborted) throw new AbortError(new UpstreamError(source, `${source}: ${path}: aborted`, 'network', { cause: e }));
+        if (signal?.aborted) throw new AbortError(aborted(e));
         if (timeout.aborted) {
           throw new Retryable(
             new UpstreamError(source, `${source}: ${path}: no complete answer within ${this.#opts.timeoutMs} ms`, 'timeout', { cause: e }),
@@ -226,6 +298,7 @@ export class HttpClient {
         signal,
         shouldRetry: ({ error }) => error instanceof Retryable,
         onFailedAttempt: async ({ error, retriesLeft }) => {
+          if (error instanceof Retryable) last = error.upstream.message;
           if (error instanceof Retryable && error.retryAfterMs !== undefined && retriesLeft > 0) await sleep(error.retryAfterMs, signal);
         },
       });
@@ -233,7 +306,7 @@ export class HttpClient {
       if (e instanceof Retryable) throw e.upstream;
       if (e instanceof UpstreamError) throw e;
       if (e instanceof AbortError && e.originalError instanceof UpstreamError) throw e.originalError;
-      if (signal?.aborted) throw new UpstreamError(source, `${source}: ${path}: aborted`, 'network', { cause: e });
+      if (signal?.aborted) throw aborted(e);
       throw new UpstreamError(source, `${source}: ${path}: ${e instanceof Error ? e.message : String(e)}`, 'network', { cause: e });
     }
   }

@@ -11,6 +11,7 @@ import {
   DAY_MS,
   MAX_PAGES,
   checkWindow,
+  addPrint,
   completeDays,
   dailyFundingMeans,
   dailyMetricSource,
@@ -19,6 +20,7 @@ import {
   checkCandle,
   decimalString,
   finite,
+  isCalendarDay,
   type AdapterContext,
 } from './days.ts';
 import { UpstreamError, type LiveSource, type SeriesPoints } from './source.ts';
@@ -125,7 +127,7 @@ export function hyperliquidFunding(ctx: AdapterContext, asset: string, coin: str
         for (const [i, r] of rows.entries()) {
           if (r.coin !== coin)
             throw new UpstreamError(source, `${source}: /info: unexpected response format at field [${i}].coin: ${r.coin}`, 'format');
-          if (r.time <= end) prints.set(r.time, r.fundingRate);
+          if (r.time <= end) addPrint(prints, source, '/info', `[${i}].fundingRate`, r.time, r.fundingRate);
         }
         const next = Math.max(...rows.map((r) => r.time)) + 1;
         if (next <= start) break;
@@ -151,7 +153,10 @@ export function hyperliquidStat(
   const base = ctx.baseUrls.hyperliquidStats;
   const source = `Hyperliquid stats /Mainnet/${path} (${what})`;
   const row = z.object({
-    time: z.string().regex(/^\d{4}-\d{2}-\d{2}T00:00:00(\.0+)?Z?$/, 'expected YYYY-MM-DDT00:00:00'),
+    time: z
+      .string()
+      .regex(/^\d{4}-\d{2}-\d{2}T00:00:00(\.0+)?Z?$/, 'expected YYYY-MM-DDT00:00:00')
+      .refine((t) => isCalendarDay(t.slice(0, 10)), 'not a day of the calendar'),
     [field]: finite,
   }) as unknown as z.ZodType<{
     time: string;

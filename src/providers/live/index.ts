@@ -9,7 +9,7 @@ import { binanceCandles, binanceFunding } from './binance.ts';
 import type { AdapterContext } from './days.ts';
 import { defillamaChainTvl, defillamaDailyFees, defillamaProtocolTvl } from './defillama.ts';
 import { growthepieMetric } from './growthepie.ts';
-import { HttpClient } from './http.ts';
+import { DEFAULT_MAX_BODY_BYTES, HttpClient } from './http.ts';
 import { hyperliquidCandles, hyperliquidFunding, hyperliquidStat } from './hyperliquid.ts';
 import { solanaTransactions } from './solana.ts';
 import { DEFAULT_BASE_URLS, UPSTREAM_NAMES, type LiveSource, type LiveSourceOptions, type UpstreamName } from './source.ts';
@@ -53,6 +53,7 @@ export function adapterContext(options: LiveSourceOptions = {}): AdapterContext 
     hostBudgetPerMinute: options.hostBudgetPerMinute ?? 60,
     retryMinTimeoutMs: options.retryMinTimeoutMs ?? 1000,
     maxRetryAfterMs: options.maxRetryAfterMs ?? 60_000,
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
   });
   return { http, baseUrls };
 }

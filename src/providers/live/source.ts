@@ -142,4 +142,6 @@ export interface LiveSourceOptions {
   retryMinTimeoutMs?: number;
   /** Longest Retry-After honoured, ms (default 60000); a longer one fails the call at once. */
   maxRetryAfterMs?: number;
+  /** Largest response body read, bytes (default 64 MiB); a larger one is a format error, not retried. */
+  maxBodyBytes?: number;
 }
