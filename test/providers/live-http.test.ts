@@ -51,6 +51,32 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     assert.equal(srv.log.length, 1);
   });
 
+  test("a host's Retry-After holds back every series of that host: a longer one fails them unsent, a short one makes them wait", async () => {
+    srv.log.length = 0;
+    const sources = createLiveSources({ baseUrls: { binance: srv.url }, retryMinTimeoutMs: 10, maxRetryAfterMs: 5000 });
+    const btcS = sources.find((s) => s.series === 'candles:bitcoin')!;
+    const eth = sources.find((s) => s.series === 'candles:ethereum')!;
+    srv.script({ status: 429, headers: { 'retry-after': '3600' } });
+    assert.equal((await rejects(btcS.fetch(AFTER, TODAY))).status, 429);
+    // Another series of the host is not sent (Binance bans an address that goes on after a 429).
+    const e = await rejects(eth.fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'http');
+    assert.match(
+      e.message,
+      /not sent: 127\.0\.0\.1:\d+ asked to wait until \d{4}-\d\d-\d\dT[\d:.]+Z \(HTTP 429, Retry-After 3600 s; 3600 s left, longer than this request may wait\)/,
+    );
+    assert.equal(srv.log.length, 1, 'the second series sent nothing');
+
+    // A short Retry-After (418, Binance's ban answer, not retried itself): the next series waits it out.
+    srv.log.length = 0;
+    const fresh = createLiveSources({ baseUrls: { binance: srv.url }, retryMinTimeoutMs: 10, maxRetryAfterMs: 5000 });
+    srv.script({ status: 418, headers: { 'retry-after': '1' } });
+    assert.equal((await rejects(fresh.find((s) => s.series === 'candles:bitcoin')!.fetch(AFTER, TODAY))).status, 418);
+    assert.equal((await fresh.find((s) => s.series === 'candles:ethereum')!.fetch(AFTER, TODAY)).points.length, 14);
+    assert.equal(srv.log.length, 2);
+    assert.ok(srv.log[1]!.at - srv.log[0]!.at >= 1000, `waited ${srv.log[1]!.at - srv.log[0]!.at} ms`);
+  });
+
   test('5xx then success; 5xx on every attempt is an http error after retries+1 attempts', async () => {
     srv.log.length = 0;
     srv.script({ status: 502 }, { status: 503 });

@@ -139,6 +139,13 @@ function abortReason(signal: AbortSignal | undefined): string {
 export class HttpClient {
   readonly #opts: HttpClientOptions;
   readonly #budget: RateLimiterMemory;
+  /**
+   * Hosts that asked every client to wait (a 429, 418 or 503 with Retry-After): until when
+   * (epoch ms) and the answer that asked. No request goes to such a host before then, from any
+   * series: Binance bans an address that goes on sending after a 429 (HTTP 418), and the
+   * series of one host share its limits (docs/live-data.md, "Retry-After").
+   */
+  readonly #paused = new Map<string, { until: number; answer: string }>();
   /** Requests sent (attempts, including retries), for tests and logs. */
   requests = 0;
 
@@ -155,6 +162,23 @@ export class HttpClient {
   async #acquire(source: string, host: string, url: string, signal?: AbortSignal): Promise<void> {
     const wait = this.#opts.budgetWaitMs ?? 120_000;
     const deadline = Date.now() + wait;
+    const paused = this.#paused.get(host);
+    if (paused && paused.until > Date.now()) {
+      const left = paused.until - Date.now();
+      const fail = (why: string) =>
+        new UpstreamError(
+          source,
+          `${source}: ${where(url)}: not sent: ${host} asked to wait until ${new Date(paused.until).toISOString()} (${paused.answer}; ${why})`,
+          'http',
+        );
+      if (left > Math.min(wait, this.#opts.maxRetryAfterMs))
+        throw fail(`${Math.ceil(left / 1000)} s left, longer than this request may wait`);
+      try {
+        await sleep(left, signal);
+      } catch {
+        throw fail(abortReason(signal).replace(/^aborted/, 'aborted while waiting'));
+      }
+    }
     for (;;) {
       let retryIn: number;
       try {
@@ -177,6 +201,15 @@ export class HttpClient {
         throw fail(abortReason(signal).replace(/^aborted/, 'aborted while waiting'));
       }
     }
+  }
+
+  /** Records the host's Retry-After of `res` (if any) in #paused; a later, longer wait wins. */
+  #pause(host: string, res: Response): void {
+    const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
+    if (retryAfter === undefined || retryAfter <= 0) return;
+    const until = Date.now() + retryAfter;
+    if ((this.#paused.get(host)?.until ?? 0) < until)
+      this.#paused.set(host, { until, answer: `HTTP ${res.status}, Retry-After ${Math.round(retryAfter / 1000)} s` });
   }
 
   /**
@@ -213,6 +246,8 @@ export class HttpClient {
           body: req.body === undefined ? undefined : JSON.stringify(req.body),
           signal: s,
         });
+        // A host that asks to wait is not asked again before then, by any series (#paused).
+        if (res.status === 429 || res.status === 418 || res.status >= 500) this.#pause(host, res);
         if (res.status === 429 || res.status >= 500) {
           await res.body?.cancel().catch(() => {});
           const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
