@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createLiveSources } from '../../src/providers/live/index.ts';
+import { createLiveSources, UpstreamError } from '../../src/providers/live/index.ts';
 import { fixture, fixtureJson, startFixtureServer } from '../helpers/fixture-server.ts';
 
 const day = (s: number) => new Date(s * 1000).toISOString().slice(0, 10);
@@ -43,6 +43,24 @@ describe('DefiLlama (recorded responses)', () => {
       ],
     });
     assert.deepStrictEqual((await src('metric:eth:tvl').fetch('2025-05-01', '2025-08-02')).points, [{ date: '2025-05-05', value: 1 }]);
+  });
+
+  test('a negative TVL is a format error naming the day and the value: nothing of that fetch is kept', async () => {
+    srv.script({
+      body: [
+        { date: 1746403200, tvl: 1 },
+        { date: 1746403200 + 86_400, tvl: -5 },
+      ],
+    });
+    await assert.rejects(src('metric:eth:tvl').fetch('2025-05-01', '2025-08-02'), (e: unknown) => {
+      assert.ok(e instanceof UpstreamError);
+      assert.equal(e.kind, 'format');
+      assert.equal(
+        e.message,
+        'DefiLlama chain TVL /v2/historicalChainTvl/Ethereum (USD): unexpected value for 2025-05-06: -5 (tvl cannot be negative)',
+      );
+      return true;
+    });
   });
 
   test('protocol TVL (tvl[].totalLiquidityUSD) of hyperliquid', async () => {

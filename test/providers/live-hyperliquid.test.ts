@@ -189,6 +189,19 @@ describe('Hyperliquid stats feed (real recorded responses)', () => {
     });
   }
 
+  test('a negative volume is a format error naming the day; a negative net inflow is a value', async () => {
+    srv.script({ body: { chart_data: [{ time: '2023-06-13T00:00:00', daily_usd_volume: -5 }] } });
+    await assert.rejects(
+      byId('metric:hype:dex_volume', { baseUrls: { hyperliquidStats: srv.url } }).fetch('2023-06-12', '2023-07-01'),
+      /^UpstreamError: Hyperliquid stats \/Mainnet\/daily_usd_volume \(USD, perp-dominated\): unexpected value for 2023-06-13: -5 \(dex_volume cannot be negative\)$/,
+    );
+    srv.script({ body: { chart_data: [{ time: '2023-06-13T00:00:00', inflow: -5 }] } });
+    assert.deepStrictEqual(
+      (await byId('metric:hype:net_inflow_usd', { baseUrls: { hyperliquidStats: srv.url } }).fetch('2023-06-12', '2023-07-01')).points,
+      [{ date: '2023-06-13', value: -5 }],
+    );
+  });
+
   test('a changed field, a date that is no day of the calendar and an empty chart', async () => {
     srv.script({ body: { chart_data: [{ time: '2023-06-13T00:00:00', volume: 5 }] } });
     await assert.rejects(

@@ -15,10 +15,18 @@ export interface AdapterContext {
 }
 
 /**
+ * The chain metrics that can be below 0 (a net flow); every other live metric is a count, a
+ * volume, fees or a TVL, none of which can (docs/live-data.md, "Validation").
+ */
+const SIGNED_METRICS: ReadonlySet<string> = new Set(['net_inflow_usd']);
+
+/**
  * The LiveSource of a daily chain metric (`metric:<chain>:<metric>`, cadence 24 h) from the
  * upstream at `base`: the descriptor's fields filled in, and `points(after, today, signal)`
  * called once the window is checked (`checkWindow`). `points` returns the metric's complete UTC
  * days in (after, today), ascending, as `LiveSource.fetch` promises, or throws UpstreamError.
+ * A negative value of a metric that cannot be negative (all but SIGNED_METRICS) fails the fetch
+ * as a format error naming the day and the value: nothing of it is stored.
  */
 export function dailyMetricSource(o: {
   chain: ChainId;
@@ -41,7 +49,15 @@ export function dailyMetricSource(o: {
     schedule: o.schedule,
     async fetch(after, today, signal) {
       checkWindow(after, today);
-      return { kind: 'metric', points: await o.points(after, today, signal), source: o.source };
+      const points = await o.points(after, today, signal);
+      const negative = SIGNED_METRICS.has(o.metric) ? undefined : points.find((p) => p.value < 0);
+      if (negative)
+        throw new UpstreamError(
+          o.source,
+          `${o.source}: unexpected value for ${negative.date}: ${negative.value} (${o.metric} cannot be negative)`,
+          'format',
+        );
+      return { kind: 'metric', points, source: o.source };
     },
   };
 }
