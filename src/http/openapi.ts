@@ -232,7 +232,10 @@ const COMMON_HEADERS = [
   'RateLimit',
 ];
 
-/** One shared response per error status: its component name, description and extra headers. */
+/**
+ * One shared response per error code: its component name, description and extra headers.
+ * An operation refers to the one of the code it declares for a status (two codes share 409).
+ */
 const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; headers?: string[] }> = {
   INVALID_PARAMETER: {
     name: 'InvalidParameter',

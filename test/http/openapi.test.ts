@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ROOT_DIR } from '../../src/config.ts';
-import { ERROR_CODES } from '../../src/errors.ts';
+import { ERROR_CODES, ERROR_STATUS } from '../../src/errors.ts';
+import { errorCodesOf } from '../../src/http/route.ts';
+import { OPERATIONS } from '../../src/services/operations/index.ts';
 import { SUCCESS_EXAMPLES } from '../../src/http/openapi-examples.ts';
 import { keyFormatError } from '../../src/auth/api-keys.ts';
 import { readFileSync } from 'node:fs';
@@ -155,6 +157,22 @@ describe('OpenAPI document', () => {
             `${where} ${status}`,
           );
       }
+    }
+  });
+
+  test("each operation's error responses are the codes it answers, by status (KEY_LIMIT_REACHED and THESIS_LIMIT_REACHED share 409)", () => {
+    const byName = new Map(OPERATIONS.map((o) => [o.name, o]));
+    for (const { where, op } of operations()) {
+      const known = byName.get(op.operationId);
+      assert.ok(known, `${where}: operation ${op.operationId}`);
+      const documented = Object.entries<any>(op.responses)
+        .filter(([status]) => Number(status) >= 400)
+        .map(([status, r]) => `${status} ${deref(r).content['application/json'].example.error.code}`);
+      assert.deepEqual(
+        documented,
+        errorCodesOf(known).map((c) => `${ERROR_STATUS[c]} ${c}`),
+        where,
+      );
     }
   });
 

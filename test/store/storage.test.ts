@@ -266,6 +266,43 @@ function storageSuite(name: string, open: () => Promise<Opened | null>, isolated
       assert.equal(new Set(listedTheses.map((r) => r.createdAt)).size, 1, 'the rows tie on creation time');
     });
 
+    test('the thesis and key caps hold under concurrent creations at the limit: one is stored, the rest are refused', async (t) => {
+      if (!ctx) return t.skip(PG_SKIP);
+      // Pool connections each in their own transaction (on PostgreSQL: up to the pool's 10 at
+      // once), one place left: without the owner's row locked, each counted max - 1 and inserted.
+      const users = new UserRepo(ctx.db.db);
+      const max = 5;
+      const theses = new ThesisRepo(ctx.db.db);
+      await users.ensureUser('cap-user', 'cap@example.com');
+      const thesis = (title: string) => ({
+        userId: 'cap-user',
+        asset: 'ETH',
+        direction: 'long' as const,
+        title,
+        entryPrice: null,
+        targetPrice: null,
+        stopPrice: null,
+        horizonDays: null,
+        conditions: [],
+      });
+      for (let i = 0; i < max - 1; i++) assert.ok(await theses.createThesis(thesis(`filler ${i}`), max));
+      // Connections open beforehand, so that the transactions below start together.
+      const warm = () => Promise.all(Array.from({ length: 8 }, () => ctx!.db.db.execute(sql`select 1`)));
+      await warm();
+      const made = await Promise.all(Array.from({ length: 8 }, (_, i) => theses.createThesis(thesis(`race ${i}`), max)));
+      assert.equal(made.filter((r) => r !== null).length, 1, 'one thesis stored at the last place');
+      assert.equal((await theses.listTheses('cap-user', 100)).length, max);
+      const keys = new KeyRepo(ctx.db.db, ctx.db.kind);
+      await users.ensureUser('cap-key-user', 'cap-key@example.com');
+      const key = (i: number) =>
+        keys.createKey('cap-key-user', `k${i}`, `svc_live_cap${i}`, createHash('sha256').update(`cap-${i}`).digest('hex'), max);
+      for (let i = 0; i < max - 1; i++) assert.ok(await key(i));
+      await warm();
+      const keyed = await Promise.all(Array.from({ length: 8 }, (_, i) => key(max + i)));
+      assert.equal(keyed.filter((r) => r !== null).length, 1, 'one key stored at the last place');
+      assert.equal((await keys.listKeys('cap-key-user')).length, max);
+    });
+
     test('key usage: batched flushes add up per key and per UTC day, late deltas do not reset the day', async (t) => {
       if (!ctx) return t.skip(PG_SKIP);
       // As the service builds it (core.ts): single-day writes without a transaction on PGlite.
