@@ -132,7 +132,7 @@ try {
   };
   errors.THESIS_LIMIT_REACHED = {
     code: 'THESIS_LIMIT_REACHED',
-    message: `You already have ${MAX_THESES} theses, the most one account may keep; delete one you no longer follow first`,
+    message: `Your account has reached its limit of ${MAX_THESES} theses; delete one you no longer follow first`,
     details: { max_theses: MAX_THESES },
   };
   errors.INTERNAL_ERROR = { code: 'INTERNAL_ERROR', message: 'Internal server error' };

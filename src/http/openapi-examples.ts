@@ -815,7 +815,7 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   },
   THESIS_LIMIT_REACHED: {
     code: 'THESIS_LIMIT_REACHED',
-    message: 'You already have 500 theses, the most one account may keep; delete one you no longer follow first',
+    message: 'Your account has reached its limit of 500 theses; delete one you no longer follow first',
     details: {
       max_theses: 500,
     },

@@ -116,7 +116,7 @@ export class ThesisService {
     if (!row)
       throw new ServiceError(
         'THESIS_LIMIT_REACHED',
-        `You already have ${MAX_THESES} theses, the most one account may keep; delete one you no longer follow first (DELETE /api/v1/thesis/{id}, ids from GET /api/v1/thesis, or on the dashboard's /account page)`,
+        `Your account has reached its limit of ${MAX_THESES} theses; delete one you no longer follow first (DELETE /api/v1/thesis/{id}, ids from GET /api/v1/thesis, or on the dashboard's /account page)`,
         { max_theses: MAX_THESES },
       );
     return this.#view(row);

@@ -571,7 +571,9 @@ describe('theses', { skip: SKIP }, () => {
       assert.deepEqual(refused.body.error.details, { max_theses: MAX_THESES });
       assert.match(
         refused.body.error.message,
-        new RegExp(`^You already have ${MAX_THESES} theses.*delete one you no longer follow first \\(DELETE /api/v1/thesis/\\{id\\}`),
+        new RegExp(
+          `^Your account has reached its limit of ${MAX_THESES} theses; delete one you no longer follow first \\(DELETE /api/v1/thesis/\\{id\\}`,
+        ),
       );
       const stored = await h.svc.database.db.select({ id: theses.id }).from(theses).where(eq(theses.userId, u.userId));
       assert.equal(stored.length, MAX_THESES);
