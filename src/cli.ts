@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
-import { isDependencyDown, loggableError, ServiceError, StartupStopped, unexpectedError } from './errors.ts';
+import { isDependencyDown, loggableError, SAME_CTRL_C_MS, ServiceError, StartupStopped, unexpectedError } from './errors.ts';
 import type { Coordination } from './store/db.ts';
 import type { BacktestWindow } from './services/backtest.ts';
 // Everything else is imported by the command that needs it (start-up time: `mcp --stdio`
@@ -124,9 +124,11 @@ async function serve(cfg: Config): Promise<void> {
     await flushServeLog().catch(() => {});
     process.exit(0);
   };
+  let stoppedAt = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
-      if (signal !== 'SIGINT') return;
+      // The same Ctrl+C again (from npm, which forwards it) is not a second one: SAME_CTRL_C_MS.
+      if (signal !== 'SIGINT' || Date.now() - stoppedAt < SAME_CTRL_C_MS) return;
       log.warn({ signal }, 'second Ctrl+C during shutdown: exiting now');
       void flushServeLog()
         .catch(() => {})
@@ -134,6 +136,7 @@ async function serve(cfg: Config): Promise<void> {
       return;
     }
     stopping = true;
+    stoppedAt = Date.now();
     stopSignal = signal;
     if (!svc) {
       log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'stopping during start-up: it ends at its next phase');

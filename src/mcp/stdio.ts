@@ -2,7 +2,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { Logger } from 'pino';
-import { loggableError, ServiceError, StartupStopped } from '../errors.ts';
+import { loggableError, SAME_CTRL_C_MS, ServiceError, StartupStopped } from '../errors.ts';
 import { type Access, anonymousCaller, type Caller, MESSAGES, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { KeyService } from '../services/keys.ts';
 import type { Services } from '../services/operation.ts';
@@ -358,14 +358,15 @@ export async function runStdio(
       }),
   );
   // A signal stops the server within shutdownTimeoutMs whatever the core is doing (as `serve`
-  // does); a second Ctrl+C (SIGINT) exits at once, a repeated SIGTERM changes nothing.
-  let signalled = false;
+  // does); a second Ctrl+C (SIGINT) exits at once, a repeated SIGTERM changes nothing, and the
+  // same Ctrl+C forwarded by npm (within SAME_CTRL_C_MS) is not a second one.
+  let signalledAt: number | null = null;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (signalled) {
-      if (signal === 'SIGINT') process.exit(1);
+    if (signalledAt !== null) {
+      if (signal === 'SIGINT' && Date.now() - signalledAt >= SAME_CTRL_C_MS) process.exit(1);
       return;
     }
-    signalled = true;
+    signalledAt = Date.now();
     // The start-up ends at its next phase. Only for a signal: stdin ending still waits for the
     // start-up's outcome, so that a broken setup (a refused key, a database in use) exits 1
     // with its reason rather than 0.

@@ -430,6 +430,30 @@ test(
   },
 );
 
+test(
+  'one Ctrl+C that arrives twice (from the terminal and forwarded by npm) stops the start-up cleanly (exit 0), not as a second Ctrl+C',
+  SLOW,
+  async () => {
+    const child = spawnStdio({ LOG_LEVEL: 'info' });
+    const databaseOpen = new Promise<void>((r) => {
+      let text = '';
+      child.stderr!.on('data', (d: Buffer) => {
+        text += d.toString();
+        if (text.includes('"phase":"database"')) r();
+      });
+    });
+    const run = exchange(child, HANDSHAKE, true, 60_000);
+    await databaseOpen;
+    child.kill('SIGINT');
+    // npm forwards its own a few milliseconds later (two sent at once would be merged by the kernel).
+    await new Promise((r) => setTimeout(r, 50));
+    child.kill('SIGINT');
+    const { code, err } = await run;
+    assert.equal(code, 0, err);
+    assert.match(err, /MCP stdio: stopped during start-up \(the database was closed cleanly\)/);
+  },
+);
+
 describe('MCP over stdio with an API key (shared PostgreSQL)', async () => {
   const pgUp = await postgresAvailable();
   let idp: TestIdp;
