@@ -48,6 +48,12 @@ export const MIN_BASELINE_OBS = 60;
 export const CHAIN_STALENESS_DAYS = 14;
 /** Per-metric z-scores are clipped to ±this. */
 export const Z_CLIP = 3;
+/**
+ * A baseline stdev, or a difference between the recent mean and the baseline mean, at most this
+ * fraction of the largest |7-day mean| involved counts as 0 (float noise of means over windows
+ * with different counts: a constant series is flat, not a ±3 move).
+ */
+export const FLAT_TOLERANCE = 1e-12;
 /** Regime sensitivity multipliers applied to the composite z before mapping to 0..100. */
 export const REGIME_SENSITIVITY: Record<RegimeLevel, number> = { bull: 0.8, neutral: 1, bear: 1.25 };
 
@@ -116,7 +122,11 @@ class MetricModel {
         const mu = xs.reduce((a, b) => a + b, 0) / xs.length;
         const sd = Math.sqrt(xs.reduce((a, b) => a + (b - mu) ** 2, 0) / (xs.length - 1));
         const recent = this.mean7[k]!;
-        const zRaw = sd > 0 ? (recent - mu) / sd : recent === mu ? 0 : Math.sign(recent - mu) * Z_CLIP;
+        // Means of a constant series over windows with different counts (a gap) differ in the
+        // last bits (0.1 * 5 / 5 vs 0.1 * 7 / 7), which made a zero stdev a tiny positive one and
+        // the z any value: differences within FLAT_TOLERANCE of the largest |mean| are float noise.
+        const tol = FLAT_TOLERANCE * xs.reduce((a, x) => Math.max(a, Math.abs(x)), Math.abs(recent));
+        const zRaw = sd > tol ? (recent - mu) / sd : Math.abs(recent - mu) <= tol ? 0 : Math.sign(recent - mu) * Z_CLIP;
         res = { ok: true, recent, z: clamp(zRaw, -Z_CLIP, Z_CLIP), as_of: this.pts[k]!.date };
       }
     }

@@ -51,7 +51,8 @@ export function sma(values: readonly number[], period: number): (number | null)[
 /**
  * Exponential moving average with alpha = 2 / (period + 1). Seeded with the first value
  * (the `trading-signals` convention) and reported only once `period` values have been seen,
- * so the seed's weight has decayed to (1 - alpha)^period or less (about 12 % for period 14).
+ * so the seed's weight has decayed to (1 - alpha)^(period - 1) or less: at index i it is
+ * (1 - alpha)^i (about 15.6 % at the first value for period 14).
  * @returns aligned with `values`; `null` for the first `period - 1` entries.
  * @throws RangeError on a non-finite value or a period that is not a positive integer.
  */

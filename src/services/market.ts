@@ -457,7 +457,10 @@ export class MarketService {
   #health(chain: ChainId): ChainHealthData {
     const c = CHAINS.find((x) => x.chain === chain)!;
     const { date: _computedFor, ...h } = this.#chainHealthNow(chain);
-    return { ...h, name: c.name, ...staleness(this.#chainInputs(chain), this.referenceDay()) };
+    // The score is adjusted for the BTC regime in force at the day: the newest one, from BTC's
+    // newest candle, however old. Its prices are an input too, so an old regime is reported.
+    const regimeInput: FreshnessInput = { label: 'BTC', kind: 'candles', newest: this.data.candles.get('bitcoin')?.at(-1)?.date ?? null };
+    return { ...h, name: c.name, ...staleness([...this.#chainInputs(chain), regimeInput], this.referenceDay()) };
   }
 
   /** Health of eth, sol and hype (GET /chain-health). */

@@ -121,6 +121,22 @@ describe('computeChainHealthSeries', () => {
     assert.equal(res[1]!.missing_metrics[1]!.metric, 'transactions');
   });
 
+  it('a constant series with gaps is flat (z 0, score 50), not float noise blown up to a z', () => {
+    // 0.1 on every day but a few: 7-day means over 5, 6 or 7 values differ in the last bits
+    // (0.1 * 5 / 5 !== 0.1 * 7 / 7), so the stdev was ~1e-17 and the z any value (1.04 here).
+    const flat = series(120, (i) => (i % 7 === 3 || i % 11 === 5 ? null : 0.1));
+    const dates = [day(105), day(110), day(119)];
+    const res = computeChainHealthSeries({ chain: 'sol', metrics: { tvl: flat }, regimeByDate: () => 'neutral', dates });
+    for (const r of res) {
+      assert.equal(r.components[0]!.z_score, 0, r.date);
+      assert.equal(r.score, 50, r.date);
+    }
+    // a constant baseline and a different recent level still clip at ±3
+    const step = series(120, (i) => (i % 7 === 3 ? null : i >= 113 ? 0.3 : 0.1));
+    const [up] = computeChainHealthSeries({ chain: 'sol', metrics: { tvl: step }, regimeByDate: () => 'neutral', dates: [day(119)] });
+    assert.equal(up!.components[0]!.z_score, 3);
+  });
+
   it('needs 60 baseline days', () => {
     // at day 64 the baseline is days -32..57; 7-day means (>= 4 values) exist from day 3: 55 days
     const m = series(66, (i) => 100 + (i % 5));

@@ -81,6 +81,9 @@ describe('sma / ema / pctChange', () => {
       if (i < 19) assert.equal(a[i], null);
       else assert.ok(Math.abs(a[i]! - e) < 1e-9 * e);
     }
+    // the seed's weight at the first reported value is (1 - alpha)^(n - 1), as documented
+    const seed = ema([1, ...Array<number>(20).fill(0)], 14);
+    assert.ok(Math.abs(seed[13]! - (13 / 15) ** 13) < 1e-12);
   });
 
   it('pctChange in percent, null before warm-up and on a zero base', () => {

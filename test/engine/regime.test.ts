@@ -38,6 +38,24 @@ describe('computeRegimeSeries', () => {
     assert.equal(r[11]!.score, 0);
   });
 
+  it('hysteresis counts candles: a day without a BTC candle neither breaks a run nor counts in it', () => {
+    const values = [50, 50, 80, 80, 80, 80];
+    // day 3 has no candle (F&G still has a value that day): bull on days 2, 4, 5 confirms on day 5
+    const btc = candles(values.length).filter((c) => c.date !== day(3));
+    const r = computeRegimeSeries({ btc, fearGreed: fg(values), funding: [] });
+    assert.deepEqual(
+      r.map((x) => [x.as_of, x.regime]),
+      [
+        [day(0), 'neutral'],
+        [day(1), 'neutral'],
+        [day(2), 'neutral'],
+        [day(4), 'neutral'],
+        [day(5), 'bull'],
+      ],
+    );
+    assert.equal(r.at(-1)!.since, day(5));
+  });
+
   it('a missing condition is null and its weight is redistributed', () => {
     // day 0: F&G 80 and funding 0.0005 (extreme, +1); day 1: F&G gap (5 days stale later), funding only
     const values: (number | null)[] = [80, null, null, null, null, null];

@@ -200,9 +200,17 @@ export const ChainMetricsSchema = z.object({
   metrics: z.record(
     z.string(),
     z.object({
-      value: z.number().nullable(),
-      change_7d: z.number().nullable(),
-      change_7d_pct: z.number().nullable(),
+      value: z.number().nullable().describe("The metric's newest value dated on or before the as-of day, in its own unit; null when none"),
+      change_7d: z
+        .number()
+        .nullable()
+        .describe(
+          '`value` minus the value dated exactly 7 days before `as_of` (12 significant digits); null when that day has no value (a gap is never bridged with a neighbouring day)',
+        ),
+      change_7d_pct: z
+        .number()
+        .nullable()
+        .describe('`change_7d` / |that base value| × 100, 4 decimals; null when `change_7d` is null or the base is 0'),
       as_of: Day.nullable().describe('Day of this value; older than the service as-of day when the source stopped'),
       ...Stale,
       source: z.string(),
