@@ -217,7 +217,16 @@ test('backfill on a database from before level_rule: its backfill line says how 
   );
 });
 
-test('shutdown is bounded: a client stalled mid-request does not hold the process past SHUTDOWN_TIMEOUT_MS', async () => {
+/**
+ * Runs `serve` (in-memory database, SHUTDOWN_TIMEOUT_MS `shutdownMs`) until it is ready, opens a
+ * request whose body never arrives (the connection is not idle, so the HTTP server's close
+ * waits for it), then runs `body` with the child, its output so far, and its exit. Killed after
+ * 120 s whatever happens.
+ */
+async function withStalledRequest(
+  shutdownMs: number,
+  body: (child: ReturnType<typeof spawn>, out: () => string, exited: Promise<[number | null, string | null]>) => Promise<void>,
+): Promise<void> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', String(port)], {
     cwd: ROOT_DIR,
@@ -226,7 +235,7 @@ test('shutdown is bounded: a client stalled mid-request does not hold the proces
       LOG_LEVEL: 'info',
       PGLITE_DIR: 'memory://',
       AUTH_SECRET: 'x'.repeat(40),
-      SHUTDOWN_TIMEOUT_MS: '1500',
+      SHUTDOWN_TIMEOUT_MS: String(shutdownMs),
     },
   });
   let out = '';
@@ -234,83 +243,59 @@ test('shutdown is bounded: a client stalled mid-request does not hold the proces
   child.stderr.on('data', (d) => (out += d));
   const exited = once(child, 'exit') as Promise<[number | null, string | null]>;
   const kill = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  const s = createConnection({ port, host: '127.0.0.1' });
+  s.on('error', () => {});
   try {
     const deadline = Date.now() + 100_000;
     while (!/service ready/.test(out)) {
       assert.ok(Date.now() < deadline && child.exitCode === null, `the service did not start:\n${out.slice(-2000)}`);
       await new Promise((r) => setTimeout(r, 200));
     }
-    // A request whose body never arrives: the connection is not idle, so the HTTP server's close waits for it.
-    const s = createConnection({ port, host: '127.0.0.1' });
+    s.connect({ port, host: '127.0.0.1' });
     await once(s, 'connect');
     s.write(
       `POST /api/v1/thesis HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"asset":`,
     );
-    s.on('error', () => {});
     await new Promise((r) => setTimeout(r, 300));
+    await body(child, () => out, exited);
+  } finally {
+    s.destroy();
+    clearTimeout(kill);
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
+
+test('shutdown is bounded: a client stalled mid-request does not hold the process past SHUTDOWN_TIMEOUT_MS', async () => {
+  await withStalledRequest(1500, async (child, out, exited) => {
     const t0 = Date.now();
     child.kill('SIGTERM');
     const [code] = await exited;
     const took = Date.now() - t0;
-    s.destroy();
-    assert.equal(code, 1, out.slice(-2000));
+    assert.equal(code, 1, out().slice(-2000));
     assert.ok(took < 60_000, `exited after ${took} ms`);
-    assert.match(out, /shutdown did not finish in time/);
-  } finally {
-    clearTimeout(kill);
-    if (child.exitCode === null) child.kill('SIGKILL');
-  }
+    assert.match(out(), /shutdown did not finish in time/);
+  });
 });
 
 test('one Ctrl+C that arrives twice (a terminal signals npm and the service, npm forwards its own) is one: a later SIGINT is the second, which exits at once', async () => {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'cli.ts'), 'serve', '--port', String(port)], {
-    cwd: ROOT_DIR,
-    env: {
-      PATH: process.env.PATH ?? '',
-      LOG_LEVEL: 'info',
-      PGLITE_DIR: 'memory://',
-      AUTH_SECRET: 'x'.repeat(40),
-      SHUTDOWN_TIMEOUT_MS: '30000',
-    },
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  const exited = once(child, 'exit') as Promise<[number | null, string | null]>;
-  const kill = setTimeout(() => child.kill('SIGKILL'), 120_000);
-  try {
-    const deadline = Date.now() + 100_000;
-    while (!/service ready/.test(out)) {
-      assert.ok(Date.now() < deadline && child.exitCode === null, `the service did not start:\n${out.slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    // A request held open keeps the graceful stop waiting (up to SHUTDOWN_TIMEOUT_MS).
-    const s = createConnection({ port, host: '127.0.0.1' });
-    await once(s, 'connect');
-    s.on('error', () => {});
-    s.write(`POST /api/v1/thesis HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`);
-    await new Promise((r) => setTimeout(r, 300));
+  // The stalled request keeps the graceful stop waiting (up to SHUTDOWN_TIMEOUT_MS).
+  await withStalledRequest(30_000, async (child, out, exited) => {
     // npm forwards its SIGINT a few milliseconds after the terminal's (two sent at once would
     // be merged into one by the kernel).
     child.kill('SIGINT');
     await new Promise((r) => setTimeout(r, 50));
     child.kill('SIGINT');
     await new Promise((r) => setTimeout(r, 1500));
-    assert.equal(child.exitCode, null, `the doubled Ctrl+C ended the process:\n${out.slice(-2000)}`);
-    assert.match(out, /shutting down/);
-    assert.doesNotMatch(out, /second Ctrl\+C/);
+    assert.equal(child.exitCode, null, `the doubled Ctrl+C ended the process:\n${out().slice(-2000)}`);
+    assert.match(out(), /shutting down/);
+    assert.doesNotMatch(out(), /second Ctrl\+C/);
     const t0 = Date.now();
     child.kill('SIGINT');
     const [code] = await exited;
-    s.destroy();
-    assert.equal(code, 1, out.slice(-2000));
+    assert.equal(code, 1, out().slice(-2000));
     assert.ok(Date.now() - t0 < 10_000, `a second Ctrl+C exits at once (took ${Date.now() - t0} ms)`);
-    assert.match(out, /second Ctrl\+C during shutdown: exiting now/);
-  } finally {
-    clearTimeout(kill);
-    if (child.exitCode === null) child.kill('SIGKILL');
-  }
+    assert.match(out(), /second Ctrl\+C during shutdown: exiting now/);
+  });
 });
 
 /** The `phase` of each JSON log line of `stdout` (start-up progress: begin, database, import, ...). */

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { Candle, ChainId, MetricPoint } from '../../engine/types.ts';
-import { dayNumber, dayString } from '../../engine/util.ts';
+import { dayNumber, dayString, isCalendarDay } from '../../engine/util.ts';
 import type { HttpClient } from './http.ts';
 import { UpstreamError, type LiveSource, type UpstreamName } from './source.ts';
 
@@ -91,16 +91,6 @@ export const decimalString = z
   .regex(/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/, 'expected a decimal number in a string')
   .transform(Number)
   .refine(Number.isFinite, 'not a finite number');
-
-/** Whether `day` (YYYY-MM-DD) is a day of the calendar (not e.g. 2025-02-30 or 2025-13-01). */
-export function isCalendarDay(day: string): boolean {
-  try {
-    dayNumber(day);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** A YYYY-MM-DD day of the calendar (growthepie `date`). */
 export const isoDay = z

@@ -20,9 +20,9 @@ import {
   checkCandle,
   decimalString,
   finite,
-  isCalendarDay,
   type AdapterContext,
 } from './days.ts';
+import { isCalendarDay } from '../../engine/util.ts';
 import { UpstreamError, type LiveSource, type SeriesPoints } from './source.ts';
 
 /** Hyperliquid returns at most the 5000 most recent candles per request. */
