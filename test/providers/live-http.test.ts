@@ -108,6 +108,17 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     assert.equal(sent.length, 2, `sent during the ban: ${sent.slice(2).join(', ')}`);
   });
 
+  test('an absurd Retry-After (1e20 s) pauses the host until the last representable time, named in the message', async () => {
+    srv.log.length = 0;
+    const sources = createLiveSources({ baseUrls: { binance: srv.url }, retryMinTimeoutMs: 10 });
+    srv.script({ status: 429, headers: { 'retry-after': '99999999999999999999' } });
+    assert.equal((await rejects(sources.find((s) => s.series === 'candles:bitcoin')!.fetch(AFTER, TODAY))).status, 429);
+    const e = await rejects(sources.find((s) => s.series === 'candles:ethereum')!.fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'http');
+    assert.match(e.message, /not sent: 127\.0\.0\.1:\d+ asked to wait until \+275760-09-13T00:00:00\.000Z \(HTTP 429, Retry-After/);
+    assert.equal(srv.log.length, 1);
+  });
+
   test('5xx then success; 5xx on every attempt is an http error after retries+1 attempts', async () => {
     srv.log.length = 0;
     srv.script({ status: 502 }, { status: 503 });

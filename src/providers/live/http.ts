@@ -210,7 +210,8 @@ export class HttpClient {
   #pause(host: string, res: Response): void {
     const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
     if (retryAfter === undefined || retryAfter <= 0) return;
-    const until = Date.now() + retryAfter;
+    // At most the last instant a Date can hold: a Retry-After of 1e20 s named no time at all.
+    const until = Math.min(Date.now() + retryAfter, 8.64e15);
     if ((this.#paused.get(host)?.until ?? 0) < until)
       this.#paused.set(host, { until, answer: `HTTP ${res.status}, Retry-After ${Math.round(retryAfter / 1000)} s` });
   }
