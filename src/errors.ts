@@ -310,10 +310,6 @@ export class OutageLog {
 }
 
 /**
- * The reason a start-up was ended early: SIGTERM or SIGINT came while the core was still
- * starting (`serve`, `mcp --stdio`), and `createCore`'s `signal` was aborted with it. Not a failure: the command exits 0. `message` is what requests still waiting are told.
- */
-/**
  * How long after the first stop signal a SIGINT is still taken for the same Ctrl+C, ms. A
  * terminal sends SIGINT to its whole process group, and `npm start` / `npm run` forward their
  * own to the service, so one Ctrl+C reaches it twice within milliseconds (seen: it was taken
@@ -322,6 +318,10 @@ export class OutageLog {
  */
 export const SAME_CTRL_C_MS = 1000;
 
+/**
+ * The reason a start-up was ended early: SIGTERM or SIGINT came while the core was still
+ * starting (`serve`, `mcp --stdio`), and `createCore`'s `signal` was aborted with it. Not a failure: the command exits 0. `message` is what requests still waiting are told.
+ */
 export class StartupStopped extends Error {
   /** The log line of a start-up ended by a stop (`serve`, `mcp --stdio`; the tests match it). */
   static readonly LOG_LINE = 'stopped during start-up (the database was closed cleanly)';

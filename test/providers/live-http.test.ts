@@ -77,6 +77,48 @@ describe('shared HTTP client: retries, Retry-After, timeouts, budget', () => {
     assert.ok(srv.log[1]!.at - srv.log[0]!.at >= 1000, `waited ${srv.log[1]!.at - srv.log[0]!.at} ms`);
   });
 
+  test('a request waiting out a short pause checks again before it is sent: a longer pause set meanwhile holds it back too', async () => {
+    const sent: string[] = [];
+    const scripted: typeof fetch = async (input) => {
+      const url = String(input);
+      sent.push(url);
+      // The first request (ETH) was in flight before any pause: its answer, a ban of an hour,
+      // comes while the other series wait out a 1 s pause.
+      if (sent.length === 1) {
+        await new Promise((r) => setTimeout(r, 400));
+        return new Response(null, { status: 418, headers: { 'retry-after': '3600' } });
+      }
+      if (sent.length === 2) return new Response(null, { status: 429, headers: { 'retry-after': '1' } });
+      return fetch(input);
+    };
+    const sources = createLiveSources({ baseUrls: { binance: srv.url }, retryMinTimeoutMs: 10, maxRetryAfterMs: 5000, fetch: scripted });
+    const of = (series: string) => sources.find((s) => s.series === series)!;
+    const eth = rejects(of('candles:ethereum').fetch(AFTER, TODAY));
+    await new Promise((r) => setTimeout(r, 50));
+    const btcS = rejects(of('candles:bitcoin').fetch(AFTER, TODAY));
+    await new Promise((r) => setTimeout(r, 50));
+    // Paused for about 1 s by BTC's 429: SOL waits it out (a short pause), then must see the ban.
+    const sol = await rejects(of('candles:solana').fetch(AFTER, TODAY));
+    assert.equal((await eth).status, 418);
+    assert.match((await btcS).message, /not sent: .*HTTP 418, Retry-After 3600 s/);
+    assert.match(
+      sol.message,
+      /not sent: .*asked to wait until .*HTTP 418, Retry-After 3600 s; 3\d{3} s left, longer than this request may wait\)/,
+    );
+    assert.equal(sent.length, 2, `sent during the ban: ${sent.slice(2).join(', ')}`);
+  });
+
+  test('an absurd Retry-After (1e20 s) pauses the host until the last representable time, named in the message', async () => {
+    srv.log.length = 0;
+    const sources = createLiveSources({ baseUrls: { binance: srv.url }, retryMinTimeoutMs: 10 });
+    srv.script({ status: 429, headers: { 'retry-after': '99999999999999999999' } });
+    assert.equal((await rejects(sources.find((s) => s.series === 'candles:bitcoin')!.fetch(AFTER, TODAY))).status, 429);
+    const e = await rejects(sources.find((s) => s.series === 'candles:ethereum')!.fetch(AFTER, TODAY));
+    assert.equal(e.kind, 'http');
+    assert.match(e.message, /not sent: 127\.0\.0\.1:\d+ asked to wait until \+275760-09-13T00:00:00\.000Z \(HTTP 429, Retry-After/);
+    assert.equal(srv.log.length, 1);
+  });
+
   test('5xx then success; 5xx on every attempt is an http error after retries+1 attempts', async () => {
     srv.log.length = 0;
     srv.script({ status: 502 }, { status: 503 });

@@ -162,24 +162,27 @@ export class HttpClient {
   async #acquire(source: string, host: string, url: string, signal?: AbortSignal): Promise<void> {
     const wait = this.#opts.budgetWaitMs ?? 120_000;
     const deadline = Date.now() + wait;
-    const paused = this.#paused.get(host);
-    if (paused && paused.until > Date.now()) {
-      const left = paused.until - Date.now();
-      const fail = (why: string) =>
-        new UpstreamError(
-          source,
-          `${source}: ${where(url)}: not sent: ${host} asked to wait until ${new Date(paused.until).toISOString()} (${paused.answer}; ${why})`,
-          'http',
-        );
-      if (left > Math.min(wait, this.#opts.maxRetryAfterMs))
-        throw fail(`${Math.ceil(left / 1000)} s left, longer than this request may wait`);
-      try {
-        await sleep(left, signal);
-      } catch {
-        throw fail(abortReason(signal).replace(/^aborted/, 'aborted while waiting'));
-      }
-    }
     for (;;) {
+      // Checked before every try, not only the first: a pause set while this request waited
+      // (another series' answer, e.g. a ban of an hour after a 429 of a second) holds it back too.
+      const paused = this.#paused.get(host);
+      if (paused && paused.until > Date.now()) {
+        const left = paused.until - Date.now();
+        const fail = (why: string) =>
+          new UpstreamError(
+            source,
+            `${source}: ${where(url)}: not sent: ${host} asked to wait until ${new Date(paused.until).toISOString()} (${paused.answer}; ${why})`,
+            'http',
+          );
+        if (left > this.#opts.maxRetryAfterMs || Date.now() + left > deadline)
+          throw fail(`${Math.ceil(left / 1000)} s left, longer than this request may wait`);
+        try {
+          await sleep(left, signal);
+        } catch {
+          throw fail(abortReason(signal).replace(/^aborted/, 'aborted while waiting'));
+        }
+        continue;
+      }
       let retryIn: number;
       try {
         await this.#budget.consume(host);
@@ -207,7 +210,8 @@ export class HttpClient {
   #pause(host: string, res: Response): void {
     const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
     if (retryAfter === undefined || retryAfter <= 0) return;
-    const until = Date.now() + retryAfter;
+    // At most the last instant a Date can hold: a Retry-After of 1e20 s named no time at all.
+    const until = Math.min(Date.now() + retryAfter, 8.64e15);
     if ((this.#paused.get(host)?.until ?? 0) < until)
       this.#paused.set(host, { until, answer: `HTTP ${res.status}, Retry-After ${Math.round(retryAfter / 1000)} s` });
   }
