@@ -128,7 +128,7 @@ async function serve(cfg: Config): Promise<void> {
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
       // The same Ctrl+C again (from npm, which forwards it) is not a second one: SAME_CTRL_C_MS.
-      if (signal !== 'SIGINT' || Date.now() - stoppedAt < SAME_CTRL_C_MS) return;
+      if (signal !== 'SIGINT' || performance.now() - stoppedAt < SAME_CTRL_C_MS) return;
       log.warn({ signal }, 'second Ctrl+C during shutdown: exiting now');
       void flushServeLog()
         .catch(() => {})
@@ -136,7 +136,7 @@ async function serve(cfg: Config): Promise<void> {
       return;
     }
     stopping = true;
-    stoppedAt = Date.now();
+    stoppedAt = performance.now();
     stopSignal = signal;
     if (!svc) {
       log.info({ signal, timeout_ms: cfg.SHUTDOWN_TIMEOUT_MS }, 'stopping during start-up: it ends at its next phase');

@@ -363,10 +363,10 @@ export async function runStdio(
   let signalledAt: number | null = null;
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalledAt !== null) {
-      if (signal === 'SIGINT' && Date.now() - signalledAt >= SAME_CTRL_C_MS) process.exit(1);
+      if (signal === 'SIGINT' && performance.now() - signalledAt >= SAME_CTRL_C_MS) process.exit(1);
       return;
     }
-    signalledAt = Date.now();
+    signalledAt = performance.now();
     // The start-up ends at its next phase. Only for a signal: stdin ending still waits for the
     // start-up's outcome, so that a broken setup (a refused key, a database in use) exits 1
     // with its reason rather than 0.
