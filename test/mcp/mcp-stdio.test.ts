@@ -66,6 +66,21 @@ function spawnStdio(env: Record<string, string> = {}) {
 }
 
 /**
+ * Resolves when the stdio server (spawned with LOG_LEVEL info) logs its `database` start-up
+ * phase on stderr. Listens to 'data', not through readline, whose close() would pause stderr
+ * for `exchange`.
+ */
+function databaseOpened(child: ReturnType<typeof spawnStdio>): Promise<void> {
+  return new Promise<void>((r) => {
+    let text = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      text += d.toString();
+      if (text.includes('"phase":"database"')) r();
+    });
+  });
+}
+
+/**
  * Sends `messages` to a spawned stdio server as JSON lines, then ends stdin (unless
  * `keepOpen`: the exit is then the server's own), and resolves once it exits (killed after
  * `killAfterMs`, default 90 s: a safety kill; the code is then null): its exit code, its
@@ -400,15 +415,8 @@ test(
     const pgliteDir = path.join(dir, 'pglite');
     try {
       const child = spawnStdio({ PGLITE_DIR: pgliteDir, LOG_LEVEL: 'info' });
-      // SIGTERM once the database is open (its phase line on stderr): the import and the series follow.
-      // (Listening to 'data', not through readline, whose close() would pause stderr for exchange.)
-      const databaseOpen = new Promise<void>((r) => {
-        let text = '';
-        child.stderr!.on('data', (d: Buffer) => {
-          text += d.toString();
-          if (text.includes('"phase":"database"')) r();
-        });
-      });
+      // SIGTERM once the database is open: the import and the series follow.
+      const databaseOpen = databaseOpened(child);
       const run = exchange(child, HANDSHAKE, true, 60_000);
       await databaseOpen;
       child.kill('SIGTERM');
@@ -435,13 +443,7 @@ test(
   SLOW,
   async () => {
     const child = spawnStdio({ LOG_LEVEL: 'info' });
-    const databaseOpen = new Promise<void>((r) => {
-      let text = '';
-      child.stderr!.on('data', (d: Buffer) => {
-        text += d.toString();
-        if (text.includes('"phase":"database"')) r();
-      });
-    });
+    const databaseOpen = databaseOpened(child);
     const run = exchange(child, HANDSHAKE, true, 60_000);
     await databaseOpen;
     child.kill('SIGINT');
