@@ -50,7 +50,11 @@ export interface Core extends Services {
    * the start-up), `once()` runs one round of every series (`ingest --once`).
    */
   ingest: { start(): void; once(): Promise<IngestRound> } | null;
-  /** Stops the usage flush (writing what is pending), disconnects Redis and closes the database. */
+  /**
+   * Stops the usage flush (writing what is pending), disconnects Redis and closes the database.
+   * Once: a later call returns the first call's promise (`mcp --stdio` closes the core when the
+   * key is refused and again when it stops).
+   */
   stop(): Promise<void>;
 }
 
@@ -315,6 +319,7 @@ export async function createCore(
     const u = usage;
     const r = redis;
     let schedule: IngestSchedule | null = null;
+    let stopped: Promise<void> | undefined;
     // The live adapters, the scheduler and their libraries are loaded only in live mode.
     const live = config.LIVE
       ? await Promise.all([import('./jobs/ingest.ts'), import('./providers/live/index.ts')]).then(([job, providers]) => ({
@@ -363,12 +368,15 @@ export async function createCore(
               once: () => live.job.ingestRound(ingestDeps),
             }
           : null,
-      async stop() {
-        await schedule?.stop();
-        await u.stop();
-        r?.disconnect();
-        await cacheWritten();
-        await database.close();
+      stop() {
+        stopped ??= (async () => {
+          await schedule?.stop();
+          await u.stop();
+          r?.disconnect();
+          await cacheWritten();
+          await database.close();
+        })();
+        return stopped;
       },
     };
   } catch (err) {

@@ -220,6 +220,11 @@ describe('market data cache', () => {
     const dir = path.join(tempDir(), 'pglite');
     const first = await createCore(testConfig({ PGLITE_DIR: dir }));
     const served = first.market.data;
+    // Stopped once: a second stop (mcp --stdio closes the core on a refused key and again on
+    // its stop) is the first one, not a second close of a closed database.
+    const stopping = first.stop();
+    assert.equal(first.stop(), stopping);
+    await stopping;
     await first.stop();
     const file = `${dir}.market-cache`;
     assert.ok(existsSync(file), 'the first start wrote the copy');
