@@ -206,14 +206,18 @@ export class HttpClient {
     }
   }
 
-  /** Records the host's Retry-After of `res` (if any) in #paused; a later, longer wait wins. */
-  #pause(host: string, res: Response): void {
+  /**
+   * Records the host's Retry-After of `res` (if any) in #paused; a later, longer wait wins.
+   * @returns that Retry-After, ms (undefined when there is none).
+   */
+  #pause(host: string, res: Response): number | undefined {
     const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
-    if (retryAfter === undefined || retryAfter <= 0) return;
+    if (retryAfter === undefined || retryAfter <= 0) return retryAfter;
     // At most the last instant a Date can hold: a Retry-After of 1e20 s named no time at all.
     const until = Math.min(Date.now() + retryAfter, 8.64e15);
     if ((this.#paused.get(host)?.until ?? 0) < until)
       this.#paused.set(host, { until, answer: `HTTP ${res.status}, Retry-After ${Math.round(retryAfter / 1000)} s` });
+    return retryAfter;
   }
 
   /**
@@ -251,10 +255,9 @@ export class HttpClient {
           signal: s,
         });
         // A host that asks to wait is not asked again before then, by any series (#paused).
-        if (res.status === 429 || res.status === 418 || res.status >= 500) this.#pause(host, res);
+        const retryAfter = res.status === 429 || res.status === 418 || res.status >= 500 ? this.#pause(host, res) : undefined;
         if (res.status === 429 || res.status >= 500) {
           await res.body?.cancel().catch(() => {});
-          const retryAfter = parseRetryAfter(res.headers.get('retry-after'));
           const err = new UpstreamError(source, `${source}: ${path}: HTTP ${res.status}`, 'http', { status: res.status });
           if (retryAfter !== undefined && retryAfter <= this.#opts.maxRetryAfterMs)
             throw new Retryable(
@@ -279,16 +282,13 @@ export class HttpClient {
           await res.body?.cancel().catch(() => {});
           throw new AbortError(new UpstreamError(source, `${source}: ${path}: HTTP ${res.status}`, 'http', { status: res.status }));
         }
+        const maxBody = this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
         text = await readBody(
           res,
-          this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+          maxBody,
           () =>
             new AbortError(
-              new UpstreamError(
-                source,
-                `${source}: ${path}: response larger than ${this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES} bytes, not read further`,
-                'format',
-              ),
+              new UpstreamError(source, `${source}: ${path}: response larger than ${maxBody} bytes, not read further`, 'format'),
             ),
         );
       } catch (e) {
