@@ -323,14 +323,25 @@ export class MarketService {
     }));
   }
 
+  /** An asset's daily prices as a freshness input, labelled with its ticker (`label`). */
+  #candlesInput(asset: string, label: string): FreshnessInput {
+    return { label, kind: 'candles', newest: this.data.candles.get(asset)?.at(-1)?.date ?? null };
+  }
+
+  /** The Fear & Greed index as a freshness input. */
+  #fearGreedInput(): FreshnessInput {
+    return { label: 'Fear & Greed index', kind: 'fear_greed', newest: this.data.fearGreed.at(-1)?.date ?? null };
+  }
+
+  /** An asset's funding rates as a freshness input, labelled with its ticker (`label`). */
+  #fundingInput(asset: string, label: string): FreshnessInput {
+    return { label, kind: 'funding', newest: this.data.funding.get(asset)?.at(-1)?.date ?? null };
+  }
+
   /** The inputs of an asset's signal: its prices, Fear & Greed, its funding rates and its chain's metrics. */
   #assetInputs(a: AssetInfo): FreshnessInput[] {
-    const inputs: FreshnessInput[] = [
-      { label: a.symbol, kind: 'candles', newest: this.data.candles.get(a.asset)?.at(-1)?.date ?? null },
-      { label: 'Fear & Greed index', kind: 'fear_greed', newest: this.data.fearGreed.at(-1)?.date ?? null },
-    ];
-    const funding = this.data.funding.get(a.asset);
-    if (funding) inputs.push({ label: `${a.symbol}`, kind: 'funding', newest: funding.at(-1)?.date ?? null });
+    const inputs: FreshnessInput[] = [this.#candlesInput(a.asset, a.symbol), this.#fearGreedInput()];
+    if (this.data.funding.has(a.asset)) inputs.push(this.#fundingInput(a.asset, a.symbol));
     if (a.chain) inputs.push(...this.#chainInputs(a.chain));
     return inputs;
   }
@@ -346,7 +357,7 @@ export class MarketService {
     const last = series?.at(-1);
     if (!series || !candles || !last) return `no price data on or before ${this.asOf}`;
     const ref = this.referenceDay();
-    const priceStale = staleReason({ label: a.symbol, kind: 'candles', newest: candles.at(-1)!.date }, ref);
+    const priceStale = staleReason(this.#candlesInput(a.asset, a.symbol), ref);
     if (priceStale) return `stale: ${priceStale}; not served as current`;
     const i = candles.length - 1;
     const close = candles[i]!.close;
@@ -429,11 +440,7 @@ export class MarketService {
         since: r.since,
         as_of: r.as_of,
         ...staleness(
-          [
-            { label: 'BTC', kind: 'candles', newest: this.data.candles.get('bitcoin')?.at(-1)?.date ?? null },
-            { label: 'Fear & Greed index', kind: 'fear_greed', newest: this.data.fearGreed.at(-1)?.date ?? null },
-            { label: 'BTC', kind: 'funding', newest: this.data.funding.get('bitcoin')?.at(-1)?.date ?? null },
-          ],
+          [this.#candlesInput('bitcoin', 'BTC'), this.#fearGreedInput(), this.#fundingInput('bitcoin', 'BTC')],
           this.referenceDay(),
         ),
         conditions: r.conditions,
@@ -459,8 +466,8 @@ export class MarketService {
     const { date: _computedFor, ...h } = this.#chainHealthNow(chain);
     // The score is adjusted for the BTC regime in force at the day: the newest one, from BTC's
     // newest candle, however old. Its prices are an input too, so an old regime is reported.
-    const regimeInput: FreshnessInput = { label: 'BTC', kind: 'candles', newest: this.data.candles.get('bitcoin')?.at(-1)?.date ?? null };
-    return { ...h, name: c.name, ...staleness([...this.#chainInputs(chain), regimeInput], this.referenceDay()) };
+    const inputs = [...this.#chainInputs(chain), this.#candlesInput('bitcoin', 'BTC')];
+    return { ...h, name: c.name, ...staleness(inputs, this.referenceDay()) };
   }
 
   /** Health of eth, sol and hype (GET /chain-health). */
@@ -598,7 +605,7 @@ export class MarketService {
         candles,
         signal_at_start: atStart,
         signal_changes,
-        ...staleness([{ label: a.symbol, kind: 'candles', newest: all.at(-1)!.date }], this.referenceDay()),
+        ...staleness([this.#candlesInput(a.asset, a.symbol)], this.referenceDay()),
       };
     });
   }
