@@ -2,7 +2,7 @@
  * The HTTP client shared by the live adapters: one request = per-host budget slot
  * (rate-limiter-flexible, a fixed window of 60 s per host) → fetch with a per-attempt timeout (AbortSignal.timeout) → status check → body
  * read → JSON parse → zod validation. 429, 5xx, network errors and timeouts are retried with
- * exponential backoff (p-retry), honouring `Retry-After`; other 4xx, garbage bodies and
+ * exponential backoff (p-retry), honouring `Retry-After` (the host's pause, waited out before the next attempt); other 4xx, garbage bodies and
  * format changes are not.
  */
 import pRetry, { AbortError } from 'p-retry';
@@ -50,10 +50,7 @@ export interface HttpRequest<T> {
 
 /** A retryable failure inside one attempt (internal). */
 class Retryable extends Error {
-  constructor(
-    readonly upstream: UpstreamError,
-    readonly retryAfterMs?: number,
-  ) {
+  constructor(readonly upstream: UpstreamError) {
     super(upstream.message);
   }
 }
@@ -262,7 +259,6 @@ export class HttpClient {
           if (retryAfter !== undefined && retryAfter <= this.#opts.maxRetryAfterMs)
             throw new Retryable(
               new UpstreamError(source, `${err.message}, Retry-After ${Math.round(retryAfter / 1000)} s`, 'http', { status: res.status }),
-              retryAfter,
             );
           if (retryAfter !== undefined) {
             throw new AbortError(
@@ -276,7 +272,7 @@ export class HttpClient {
               ),
             );
           }
-          throw new Retryable(err, retryAfter);
+          throw new Retryable(err);
         }
         if (!res.ok) {
           await res.body?.cancel().catch(() => {});
@@ -336,9 +332,9 @@ export class HttpClient {
         randomize: true,
         signal,
         shouldRetry: ({ error }) => error instanceof Retryable,
-        onFailedAttempt: async ({ error, retriesLeft }) => {
+        onFailedAttempt: ({ error }) => {
+          // A Retry-After is waited out in #acquire (the host's pause), not here: one mechanism.
           if (error instanceof Retryable) last = error.upstream.message;
-          if (error instanceof Retryable && error.retryAfterMs !== undefined && retriesLeft > 0) await sleep(error.retryAfterMs, signal);
         },
       });
     } catch (e) {
