@@ -1,8 +1,16 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ROOT_DIR } from '../../src/config.ts';
-import type { Upstream } from './upstream.ts';
+import { createCore, prepareCore, type Core } from '../../src/core.ts';
+import { addDays } from '../../src/engine/util.ts';
+import type { IngestDeps } from '../../src/jobs/ingest.ts';
+import { createLiveSources } from '../../src/providers/live/index.ts';
+import { StoredMarketProvider } from '../../src/services/market-data.ts';
+import { HistoryRepo } from '../../src/store/history-repo.ts';
+import { MarketRepo } from '../../src/store/market-repo.ts';
+import { testConfig } from './env.ts';
+import { startUpstream, type Upstream } from './upstream.ts';
 
 /** Epoch ms of 00:00 UTC of a day (YYYY-MM-DD). */
 export const at = (day: string): number => Date.parse(`${day}T00:00:00Z`);
@@ -50,4 +58,54 @@ export function liveEnv(upstream: Upstream, dataDir: string, over: Record<string
     UPSTREAM_SOLANA_RPC_URL: u.solanaRpc,
     ...over,
   };
+}
+
+/** What {@link withLiveCore} hands its test. */
+export interface LiveCoreContext {
+  core: Core;
+  upstream: Upstream;
+  /** The last day of the dataset cut; the live series continue from it. */
+  cut: string;
+  /** The upstream fake's today: `cut` + 3 days. */
+  today: string;
+  /**
+   * Ingest dependencies for this core: the live sources pointed at the fake (2 s per attempt,
+   * `retries` retries, a generous host budget), its stores, and `over` on top.
+   */
+  deps(retries: number, over: Partial<IngestDeps>): IngestDeps;
+}
+
+/**
+ * Runs `fn` against a prepared live-mode core on the bundled dataset cut after 2025-04-10,
+ * with every upstream a local fake whose today is 3 days later; stops the core, the fake and
+ * deletes the cut dataset afterwards, whatever `fn` does.
+ */
+export async function withLiveCore(fn: (ctx: LiveCoreContext) => Promise<void>): Promise<void> {
+  const cut = '2025-04-10';
+  const today = addDays(cut, 3);
+  const upstream = await startUpstream();
+  upstream.setToday(today);
+  const dir = cutDataset(cut);
+  const core = await createCore(testConfig(liveEnv(upstream, dir)));
+  try {
+    await prepareCore(core);
+    const deps = (retries: number, over: Partial<IngestDeps>): IngestDeps => ({
+      sources: createLiveSources({ baseUrls: upstream.baseUrls, timeoutMs: 2000, retries, hostBudgetPerMinute: 6000 }),
+      repo: new MarketRepo(core.database.jobs),
+      history: new HistoryRepo(core.database.jobs),
+      market: core.market,
+      provider: new StoredMarketProvider(new MarketRepo(core.database.jobs)),
+      coordination: core.database.coordination,
+      log: core.log,
+      startAfter: cut,
+      today: () => today,
+      fetchTimeoutMs: 30_000,
+      ...over,
+    });
+    await fn({ core, upstream, cut, today, deps });
+  } finally {
+    await core.stop();
+    await upstream.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
