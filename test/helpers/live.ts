@@ -60,6 +60,26 @@ export function liveEnv(upstream: Upstream, dataDir: string, over: Record<string
   };
 }
 
+/**
+ * The ingest dependencies of one core: live sources pointed at the fake `upstreamUrls` (2 s
+ * per attempt, `retries` retries, a generous host budget), the core's stores, series starting
+ * after `cut`, the upstreams' day given by `today`, 30 s per series.
+ */
+export function ingestDepsOf(core: Core, upstreamUrls: Upstream['baseUrls'], cut: string, today: () => string, retries = 1): IngestDeps {
+  return {
+    sources: createLiveSources({ baseUrls: upstreamUrls, timeoutMs: 2000, retries, hostBudgetPerMinute: 6000 }),
+    repo: new MarketRepo(core.database.jobs),
+    history: new HistoryRepo(core.database.jobs),
+    market: core.market,
+    provider: new StoredMarketProvider(new MarketRepo(core.database.jobs)),
+    coordination: core.database.coordination,
+    log: core.log,
+    startAfter: cut,
+    today,
+    fetchTimeoutMs: 30_000,
+  };
+}
+
 /** What {@link withLiveCore} hands its test. */
 export interface LiveCoreContext {
   core: Core;
@@ -90,16 +110,7 @@ export async function withLiveCore(fn: (ctx: LiveCoreContext) => Promise<void>):
   try {
     await prepareCore(core);
     const deps = (retries: number, over: Partial<IngestDeps>): IngestDeps => ({
-      sources: createLiveSources({ baseUrls: upstream.baseUrls, timeoutMs: 2000, retries, hostBudgetPerMinute: 6000 }),
-      repo: new MarketRepo(core.database.jobs),
-      history: new HistoryRepo(core.database.jobs),
-      market: core.market,
-      provider: new StoredMarketProvider(new MarketRepo(core.database.jobs)),
-      coordination: core.database.coordination,
-      log: core.log,
-      startAfter: cut,
-      today: () => today,
-      fetchTimeoutMs: 30_000,
+      ...ingestDepsOf(core, upstream.baseUrls, cut, () => today, retries),
       ...over,
     });
     await fn({ core, upstream, cut, today, deps });

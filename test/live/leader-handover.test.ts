@@ -4,37 +4,17 @@ import { rmSync } from 'node:fs';
 import pg from 'pg';
 import { createCore, prepareCore, type Core } from '../../src/core.ts';
 import { addDays } from '../../src/engine/util.ts';
-import { ingestRound, type IngestDeps } from '../../src/jobs/ingest.ts';
-import { createLiveSources } from '../../src/providers/live/index.ts';
-import { StoredMarketProvider } from '../../src/services/market-data.ts';
+import { ingestRound } from '../../src/jobs/ingest.ts';
 import { LEADER_LOCK_KEY } from '../../src/store/db.ts';
-import { HistoryRepo } from '../../src/store/history-repo.ts';
-import { MarketRepo } from '../../src/store/market-repo.ts';
 import { createTempPgDatabase, PG_SKIP, postgresAvailable, testConfig } from '../helpers/env.ts';
-import { cutDataset, liveEnv } from '../helpers/live.ts';
-import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+import { cutDataset, ingestDepsOf, liveEnv } from '../helpers/live.ts';
+import { startUpstream } from '../helpers/upstream.ts';
 
 // Two instances on one PostgreSQL database run the live ingest's rounds (docs/live-data.md,
 // "Ingest"): only the holder of the leader lock fetches and stores; the other catches up from
 // the store. When the leader's database session dies (a crash, a lost connection) or the
 // leader stops, the other instance takes the lock at its next round and goes on ingesting;
 // the old leader, back, follows.
-
-/** The ingest dependencies of one instance, the upstreams' day pinned by `today`. */
-function depsOf(core: Core, upstreamUrls: Upstream['baseUrls'], cut: string, today: () => string): IngestDeps {
-  return {
-    sources: createLiveSources({ baseUrls: upstreamUrls, timeoutMs: 2000, retries: 1, hostBudgetPerMinute: 6000 }),
-    repo: new MarketRepo(core.database.jobs),
-    history: new HistoryRepo(core.database.jobs),
-    market: core.market,
-    provider: new StoredMarketProvider(new MarketRepo(core.database.jobs)),
-    coordination: core.database.coordination,
-    log: core.log,
-    startAfter: cut,
-    today,
-    fetchTimeoutMs: 30_000,
-  };
-}
 
 const stored = (r: Awaited<ReturnType<typeof ingestRound>>) => r.outcomes.reduce((s, o) => s + o.inserted, 0);
 
@@ -59,8 +39,8 @@ test('the leader lock passes to the other instance when the leader session dies 
     const [a, b] = await Promise.all([createCore(cfg), createCore(cfg)]);
     cores.push(a!, b!);
     await Promise.all([prepareCore(a!), prepareCore(b!)]);
-    const A = depsOf(a!, upstream.baseUrls, CUT, () => day);
-    const B = depsOf(b!, upstream.baseUrls, CUT, () => day);
+    const A = ingestDepsOf(a!, upstream.baseUrls, CUT, () => day);
+    const B = ingestDepsOf(b!, upstream.baseUrls, CUT, () => day);
 
     // Round 1: A takes the lock and stores the new days; B is refused the lock and catches up.
     const a1 = await ingestRound(A);
