@@ -333,6 +333,18 @@ describe('theses', { skip: SKIP }, () => {
       ],
       ['a price as text', { ...VALID, entry_price: '3000' }, /^Invalid body field 'entry_price': must be a number, got a string$/],
       ['a fractional horizon', { ...VALID, horizon_days: 1.5 }, /^Invalid body field 'horizon_days': must be an integer, got 1\.5$/],
+      // Past the safe integers the message still gives the route's own bound, 3650 (not
+      // zod's safe-integer bound, 9.007199254740991e15, which tells the caller nothing to do).
+      [
+        'a horizon of 1e300 days',
+        { ...VALID, horizon_days: 1e300 },
+        /^Invalid body field 'horizon_days': must be at most 3650, got 1e300$/,
+      ],
+      [
+        'a horizon of -1e300 days',
+        { ...VALID, horizon_days: -1e300 },
+        /^Invalid body field 'horizon_days': must be at least 1, got -1e300$/,
+      ],
       [
         'an unknown direction',
         { ...VALID, direction: 'sideways' },
