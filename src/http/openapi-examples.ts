@@ -712,6 +712,18 @@ export const SUCCESS_EXAMPLES: Record<string, unknown> = {
         weight: 0.5714,
         detail: 'signal neutral with score 0.1539 for a long thesis',
       },
+      {
+        name: 'price_position',
+        score: 81.4,
+        weight: 0.4286,
+        detail: 'price 114048.93 is 81.4% of the way from stop 88000 to target 120000',
+      },
+      {
+        name: 'warnings',
+        score: 100,
+        weight: 0,
+        detail: '0 of 1 warning conditions hold: the weighted average 67.9 is multiplied by 1',
+      },
     ],
     stop_hit: false,
     target_hit: false,

@@ -192,10 +192,15 @@ export class ThesisService {
     return this.#view(r);
   }
 
-  /** Deletes the user's thesis. @throws ServiceError NOT_FOUND as `get`. */
+  /**
+   * Deletes the user's thesis. The answer's `id` is the thesis's own (lower case), as GET and
+   * /health give it, also when the path had it in capitals.
+   * @throws ServiceError NOT_FOUND as `get`.
+   */
   async delete(userId: string, id: string): Promise<{ id: string; deleted: true }> {
-    if (!UUID.test(id) || !(await this.repo.deleteThesis(userId, id))) throw notFound(id);
-    return { id, deleted: true };
+    const deleted = UUID.test(id) ? await this.repo.deleteThesis(userId, id) : null;
+    if (deleted === null) throw notFound(id);
+    return { id: deleted, deleted: true };
   }
 
   /**

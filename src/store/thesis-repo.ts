@@ -62,12 +62,16 @@ export class ThesisRepo {
     return rows[0] ?? null;
   }
 
-  /** Deletes the owner's thesis. @returns false when the owner has no such thesis. */
-  async deleteThesis(userId: string, id: string): Promise<boolean> {
+  /**
+   * Deletes the owner's thesis.
+   * @returns the deleted thesis's id as stored (lower case, whatever case `id` was given in),
+   *   or null when the owner has no such thesis.
+   */
+  async deleteThesis(userId: string, id: string): Promise<string | null> {
     const rows = await this.db
       .delete(theses)
       .where(and(eq(theses.id, id), eq(theses.userId, userId)))
       .returning({ id: theses.id });
-    return rows.length > 0;
+    return rows[0]?.id ?? null;
   }
 }

@@ -218,6 +218,15 @@ describe('OpenAPI document', () => {
       }
   });
 
+  test('the thesis-health example adds up: its averaged components weigh 1 in all and reproduce health_score (docs/methodology.md, "Thesis health")', () => {
+    const ex = SUCCESS_EXAMPLES.getThesisHealth as { health_score: number; components: { name: string; score: number; weight: number }[] };
+    const averaged = ex.components.filter((c) => c.name !== 'warnings');
+    assert.ok(Math.abs(averaged.reduce((a, c) => a + c.weight, 0) - 1) < 1e-3, JSON.stringify(ex.components));
+    const kept = ex.components.find((c) => c.name === 'warnings')?.score ?? 100;
+    const score = (averaged.reduce((a, c) => a + c.weight * c.score, 0) * kept) / 100;
+    assert.ok(Math.abs(score - ex.health_score) <= 0.1, `${score} vs ${ex.health_score}`);
+  });
+
   test(`is smaller than ${MAX_BYTES} bytes`, () => {
     assert.ok(raw.length < MAX_BYTES, `${raw.length} bytes`);
   });

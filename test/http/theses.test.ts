@@ -251,6 +251,17 @@ describe('theses', { skip: SKIP }, () => {
       assert.match(mixed.body.error.message, /^Invalid query parameter 'cursor': not a next_cursor of this list; /);
     });
 
+    test('an id in capitals finds the thesis, and DELETE answers the id the thesis has (as GET and /health do), not the one typed', async () => {
+      const t = (await create(VALID)).body.data;
+      const upper = t.id.toUpperCase();
+      const health = await h.request('GET', `/api/v1/thesis/${upper}/health`, { token: owner.key });
+      assert.equal(health.status, 200, health.raw);
+      assert.equal(health.body.data.thesis_id, t.id);
+      const del = await h.request('DELETE', `/api/v1/thesis/${upper}`, { token: owner.key });
+      assert.equal(del.status, 200, del.raw);
+      assert.deepEqual(okEnvelope(DeletedThesisSchema).parse(del.body).data, { id: t.id, deleted: true });
+    });
+
     test('DELETE /thesis/{id} deletes it: then GET is 404 and DELETE again is 404', async () => {
       const t = (await create(VALID)).body.data;
       const del = await h.request('DELETE', `/api/v1/thesis/${t.id}`, { token: owner.key });
@@ -333,6 +344,18 @@ describe('theses', { skip: SKIP }, () => {
       ],
       ['a price as text', { ...VALID, entry_price: '3000' }, /^Invalid body field 'entry_price': must be a number, got a string$/],
       ['a fractional horizon', { ...VALID, horizon_days: 1.5 }, /^Invalid body field 'horizon_days': must be an integer, got 1\.5$/],
+      // Past the safe integers the message still gives the route's own bound, 3650 (not
+      // zod's safe-integer bound, 9.007199254740991e15, which tells the caller nothing to do).
+      [
+        'a horizon of 1e300 days',
+        { ...VALID, horizon_days: 1e300 },
+        /^Invalid body field 'horizon_days': must be at most 3650, got 1e300$/,
+      ],
+      [
+        'a horizon of -1e300 days',
+        { ...VALID, horizon_days: -1e300 },
+        /^Invalid body field 'horizon_days': must be at least 1, got -1e300$/,
+      ],
       [
         'an unknown direction',
         { ...VALID, direction: 'sideways' },

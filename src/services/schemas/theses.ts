@@ -130,7 +130,10 @@ export const ThesisInputSchema = z
     entry_price: Price.nullable().optional(),
     target_price: Price.nullable().optional(),
     stop_price: Price.nullable().optional(),
-    horizon_days: z.number().int().min(1).max(3650).nullable().optional(),
+    // The bounds before .int(): zod checks in order and the message names the first failure, and
+    // .int() also bounds to the safe integers, so 1e300 was told "at most 9.007199254740991e15"
+    // instead of the route's 3650 (README, "Theses": every bad field is a 400 that names it).
+    horizon_days: z.number().min(1).max(3650).int().nullable().optional(),
     conditions: z.array(ConditionInputSchema).max(20).default([]),
   })
   .strict()
