@@ -13,10 +13,11 @@ test("a series ended by its time bound says so, with the upstream's last answer"
     ctx.upstream.fault('binance', { kind: 'status', status: 429, retryAfter: '5' });
     const deps = ctx.deps(2, { fetchTimeoutMs: 1500 });
     const repo = deps.repo;
-    const t0 = performance.now();
     const round = await ingestRound(deps);
-    assert.ok(performance.now() - t0 < 4500, `bounded by the series' time bound: ${Math.round(performance.now() - t0)} ms`);
     const btc = round.outcomes.find((o) => o.series === 'candles:bitcoin')!;
+    // The series' own time (the round's also holds the other series' writes and the recompute,
+    // seconds on a loaded machine); without the bound it would wait out the 5 s Retry-After.
+    assert.ok(btc.ms < 4500, `bounded by the series' time bound: ${btc.ms} ms`);
     assert.equal(btc.inserted, 0);
     assert.match(
       btc.error ?? '',
