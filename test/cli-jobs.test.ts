@@ -191,3 +191,22 @@ test('serve on a PostgreSQL that accepts connections but never answers (stalled)
     server.close();
   }
 });
+
+test('serve on a PostgreSQL that closes the connection during the start (restarting) says so, not "try again shortly ({})"', async () => {
+  // A listener that accepts and closes at once: a server going down, or a proxy without one behind it.
+  const server = net.createServer((s) => s.destroy());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    const r = await cli(['serve'], {
+      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${port}/market`,
+      AUTH_SECRET: 'x'.repeat(40),
+      PORT: '0',
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /^Failed to start: the PostgreSQL server in DATABASE_URL closed the connection during the start/m, r.stderr);
+    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
+  } finally {
+    server.close();
+  }
+});
