@@ -265,7 +265,8 @@ function clampNote(w: BacktestWindow): string | null {
 /**
  * What to tell the operator when PostgreSQL refused the start (DATABASE_URL), from the pg
  * error (or its cause): a database that does not exist (SQLSTATE 3D000), refused credentials
- * (28P01, 28000), an unreachable server (ECONNREFUSED, ENOTFOUND, ETIMEDOUT, EHOSTUNREACH);
+ * (28P01, 28000), an unreachable server (ECONNREFUSED, ENOTFOUND, ETIMEDOUT, EHOSTUNREACH), a
+ * server that does not answer the connection in time (stalled) or closes it (restarting);
  * null for anything else. PostgreSQL's own message is quoted: it names the database or role,
  * never a password.
  */
@@ -281,8 +282,18 @@ function postgresStartProblem(err: unknown): string | null {
       return `the database named in DATABASE_URL does not exist${said}: create it (createdb <name>) or fix DATABASE_URL`;
     if (code === '28P01' || code === '28000')
       return `PostgreSQL refused the user or password in DATABASE_URL${said}: fix them in DATABASE_URL`;
-    if (typeof e.message === 'string' && /timeout exceeded when trying to connect/i.test(e.message))
+    // pg-pool: "timeout exceeded when trying to connect" (no free connection in time) or, for a
+    // server that accepts the connection but never answers (stalled), "Connection terminated
+    // due to connection timeout".
+    if (
+      typeof e.message === 'string' &&
+      /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(e.message)
+    )
       return 'cannot connect to the PostgreSQL server in DATABASE_URL (no answer in time): check that it runs and that the host and port in DATABASE_URL are right';
+    // The server (or a proxy in front of it) closed the connection before the start was done:
+    // restarting, or shutting down.
+    if (typeof e.message === 'string' && /^Connection terminated( unexpectedly)?$/.test(e.message))
+      return 'the PostgreSQL server in DATABASE_URL closed the connection during the start (restarting, or a proxy without a server behind it?): check that it runs and start again';
     if (['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code))
       return `cannot connect to the PostgreSQL server in DATABASE_URL (${code}): check that it runs and that the host and port in DATABASE_URL are right`;
   }

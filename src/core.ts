@@ -79,9 +79,9 @@ const REDIS_PROBE_MS = 500;
  * `commandTimeout` ms (the limiter then counts in per-instance memory, as on an error), a
  * connection attempt after `connectTimeout` ms, and nothing is queued while disconnected.
  * A stalled server (it accepts but does not answer) is detected by a PING every
- * REDIS_PROBE_MS: when it times out, the connection is dropped and re-established, so that
- * while it is not ready the limiter goes to memory at once instead of waiting for each
- * command's timeout. Failures are logged once per outage. Every key, in commands and in
+ * REDIS_PROBE_MS: when it times out, the connection is dropped (within `commandTimeout` more)
+ * and re-established, so that while it is not ready the limiter goes to memory at once
+ * instead of waiting for each command's timeout. Failures are logged once per outage. Every key, in commands and in
  * scripts' KEYS, gets `keyPrefix` (REDIS_KEY_PREFIX, ioredis `keyPrefix`).
  */
 function connectRedis(
@@ -96,6 +96,12 @@ function connectRedis(
     maxRetriesPerRequest: 1,
     commandTimeout: t.commandTimeout,
     connectTimeout: t.connectTimeout,
+    // Dropping the connection (below, on a PING timeout) ends the socket gracefully and waits
+    // for the peer to close its side, which a stalled server never does: ioredis destroys it
+    // after disconnectTimeout (default 2 s), and until then the status stays 'ready' (so
+    // /metrics dependency_up said 1 for about 2 s more). A peer that does not close within a
+    // command's timeout is treated as stalled.
+    disconnectTimeout: t.commandTimeout,
     retryStrategy: (n) => Math.min(n * 200, 2000),
   });
   let down = false;

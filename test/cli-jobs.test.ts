@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import { PG_BASE_URL, PG_SKIP, postgresAvailable } from './helpers/env.ts';
@@ -157,5 +158,55 @@ test('serve on a PostgreSQL that refuses the start says why and what to do: no s
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, said, r.stderr);
     assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+  }
+});
+
+test('serve on a PostgreSQL that accepts connections but never answers (stalled) fails within its connection bound, saying so', async () => {
+  // A listener that accepts and says nothing: what a stalled (SIGSTOPped) server looks like
+  // to a client. The start-up's connection waits at most 5 s (src/store/db.ts, the jobs pool).
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    const started = Date.now();
+    const r = await cli(['serve'], {
+      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${port}/market`,
+      AUTH_SECRET: 'x'.repeat(40),
+      PORT: '0',
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.ok(Date.now() - started < 30_000, `exited after ${Date.now() - started} ms`);
+    assert.match(
+      r.stderr,
+      /^Failed to start: cannot connect to the PostgreSQL server in DATABASE_URL \(no answer in time\): check that it runs/m,
+      r.stderr,
+    );
+    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
+  } finally {
+    for (const s of sockets) s.destroy();
+    server.close();
+  }
+});
+
+test('serve on a PostgreSQL that closes the connection during the start (restarting) says so, not "try again shortly ({})"', async () => {
+  // A listener that accepts and closes at once: a server going down, or a proxy without one behind it.
+  const server = net.createServer((s) => s.destroy());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    const r = await cli(['serve'], {
+      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${port}/market`,
+      AUTH_SECRET: 'x'.repeat(40),
+      PORT: '0',
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /^Failed to start: the PostgreSQL server in DATABASE_URL closed the connection during the start/m, r.stderr);
+    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
+  } finally {
+    server.close();
   }
 });

@@ -95,3 +95,57 @@ describe('Redis stalled for 10 s under a running service', () => {
     },
   );
 });
+
+/**
+ * /metrics `dependency_up{dependency="redis"}` follows a stall as soon as the service has seen
+ * it: the PING probe (every 500 ms) times out after REDIS_COMMAND_TIMEOUT_MS and drops the
+ * connection. A graceful close waits for the peer, which a stalled server never answers, so
+ * the drop must not wait ioredis's default disconnectTimeout (2 s) before the status leaves
+ * `ready` (src/core.ts, connectRedis).
+ */
+describe('Redis stalled: dependency_up', () => {
+  const skip = privateServerUnavailable('redis');
+  let redis: PrivateServer | undefined;
+  let h: Harness | undefined;
+
+  before(async () => {
+    if (skip) return;
+    redis = await startPrivateRedis();
+    h = await startHarness({ config: { REDIS_URL: redis.url } });
+  });
+  after(async () => {
+    await h?.stop();
+    await redis?.stop();
+  });
+
+  const redisUp = async () => /^dependency_up\{dependency="redis"\} (\d)$/m.exec((await h!.request('GET', '/metrics')).raw)?.[1];
+
+  test(
+    'goes to 0 within about a second of a stall (probe + command timeout), and back to 1 after SIGCONT',
+    { skip: skip ?? false },
+    async () => {
+      for (let i = 0; i < 50 && (await redisUp()) !== '1'; i++) await sleep(100);
+      assert.equal(await redisUp(), '1', 'Redis up before the stall');
+      const started = performance.now();
+      redis!.stall();
+      let seenDown: number | null = null;
+      try {
+        while (performance.now() - started < 4000 && seenDown === null) {
+          if ((await redisUp()) === '0') seenDown = performance.now() - started;
+          else await sleep(25);
+        }
+      } finally {
+        redis!.resume();
+      }
+      assert.ok(seenDown !== null, 'dependency_up stayed 1 for 4 s of a stall');
+      // 500 ms probe interval + 250 ms command timeout + the drop; the default 2 s disconnect wait made it about 2.7 s.
+      assert.ok(seenDown < 1600, `dependency_up went to 0 only ${seenDown.toFixed(0)} ms into the stall`);
+      let back = false;
+      for (let i = 0; i < 100 && !back; i++) {
+        back = (await redisUp()) === '1';
+        if (!back) await sleep(100);
+      }
+      assert.ok(back, 'dependency_up is 1 again after SIGCONT');
+    },
+  );
+});
