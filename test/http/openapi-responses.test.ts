@@ -10,10 +10,12 @@ import { startHarness, type Harness, type HarnessResponse } from '../helpers/har
  * schema of that status (JSON Schema 2020-12 with formats: `required`,
  * `additionalProperties: false`, `format: date-time`), its documented headers are there and
  * valid; every timestamp, day and UUID the service sends is typed as one in the document (a
- * generated client gets a string it cannot tell from any other otherwise).
+ * generated client gets a string it cannot tell from any other otherwise); and the parameter
+ * defaults the descriptions state are the schemas' `default` and what the service applies.
  * test/http/openapi.test.ts checks the document on its own (lint, shared responses, size).
  */
 
+const METHODS = ['get', 'post', 'delete'] as const;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -205,5 +207,37 @@ describe('real responses match the OpenAPI document', () => {
         [...seen].some((k) => k.endsWith(` ${s}`)),
         `no ${s} answer checked: ${[...seen].join(', ')}`,
       );
+  });
+
+  test('the defaults the parameter descriptions state are the schemas’ `default` and the ones the service applies', async () => {
+    const pro = await h.keyFor('pro');
+    const echoed: Record<string, (r: HarnessResponse) => unknown> = {
+      'GET /api/v1/keys limit': (r) => r.body.data.limit,
+      'GET /api/v1/thesis limit': (r) => r.body.data.limit,
+      'GET /api/v1/signal-history/{asset} days': (r) => r.body.data.days,
+      'GET /api/v1/signal-history/{asset} limit': (r) => r.body.data.limit,
+      'GET /api/v1/prices/{asset} days': (r) => r.body.data.days,
+    };
+    const checked: string[] = [];
+    for (const [tpl, item] of Object.entries<any>(doc.paths)) {
+      for (const method of METHODS) {
+        for (const p of item[method]?.parameters ?? []) {
+          const param = resolve(p, []).node;
+          const stated = /default (\d+)\)$/.exec(param.description ?? '')?.[1];
+          if (stated === undefined) continue;
+          const name = `${method.toUpperCase()} ${tpl} ${param.name}`;
+          assert.equal(param.schema.default, Number(stated), `${name}: the description says default ${stated}`);
+          const echo = echoed[name];
+          assert.ok(echo, `${name}: no check of the default the service applies`);
+          const r = await h.request(method.toUpperCase(), tpl.replace('{asset}', 'btc'), {
+            token: tpl.includes('keys') ? pro.jwt : pro.key,
+          });
+          assert.equal(r.status, 200, r.raw);
+          assert.equal(echo(r), param.schema.default, `${name}: applied default`);
+          checked.push(name);
+        }
+      }
+    }
+    assert.deepEqual(checked.sort(), Object.keys(echoed).sort());
   });
 });
