@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { isoFormatter } from '../engine/util.ts';
 import { ERROR_CODES, type ErrorCode, type ServiceError } from '../errors.ts';
+import { Day, Instant } from '../services/schemas/common.ts';
 
 /**
  * The as-of day for `meta.as_of`: a value, or a function read at each response (the live
@@ -27,11 +28,12 @@ export interface Meta {
 }
 
 export const MetaSchema = z.object({
-  timestamp: z.string(),
+  timestamp: Instant,
   version: z.literal('v1'),
   cached: z.boolean(),
-  request_id: z.string(),
-  as_of: z.string().nullable(),
+  // The X-Request-Id header's value (app.ts genReqId: randomUUID()).
+  request_id: z.string().meta({ format: 'uuid' }),
+  as_of: Day.nullable(),
 });
 
 /** Zod schema of a success envelope around `data`. */

@@ -147,8 +147,29 @@ export const openApiTransform: typeof zodTransform = (document) => {
   if (body instanceof z.ZodType && body.safeParse(undefined).success) {
     for (const m of [document.route.method].flat()) optionalBodies.add(`${m.toLowerCase()} ${document.url.replace(/:(\w+)/g, '{$1}')}`);
   }
-  return zodTransform(document);
+  const out = zodTransform(document);
+  restoreQueryDefaults(
+    (document.schema as { querystring?: unknown } | undefined)?.querystring,
+    (out.schema as Json | undefined)?.querystring,
+  );
+  return out;
 };
+
+/**
+ * Puts back the `default` of each query parameter whose schema declares one (`boundedInt`'s
+ * `.meta({default})` in src/http/routes/v1.ts): zod's toJSONSchema drops `default` from the
+ * input side of a schema that transforms (the string `"30"` becomes the number 30), so the
+ * parameter was documented without it and a generated client could not know it
+ * (docs/openapi.md).
+ */
+function restoreQueryDefaults(zodQuery: unknown, jsonQuery: Json | undefined): void {
+  if (!(zodQuery instanceof z.ZodObject) || !jsonQuery?.properties) return;
+  for (const [name, schema] of Object.entries(zodQuery.shape as Record<string, z.ZodType>)) {
+    const dflt = (globalRegistry.get(schema) as SchemaMeta | undefined)?.default;
+    const prop = jsonQuery.properties[name] as Json | undefined;
+    if (dflt !== undefined && prop && !('$ref' in prop) && !('default' in prop)) prop.default = dflt;
+  }
+}
 
 type Json = Record<string, any>;
 const ref = (kind: 'schemas' | 'responses' | 'headers' | 'parameters', name: string) => ({ $ref: `#/components/${kind}/${name}` });

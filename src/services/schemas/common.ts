@@ -149,6 +149,14 @@ export const InputDay = z
   .regex(/^\d{4}-\d{2}-\d{2}$/, { error: 'must be a day YYYY-MM-DD' })
   // Zod runs the check after a failed pattern too; isCalendarDay refuses any malformed text.
   .refine(isCalendarDay, { error: (iss) => `${String(iss.input).slice(0, 10)} is not a calendar day; give a day that exists, YYYY-MM-DD` });
+/**
+ * An instant as the service writes it (`Date#toISOString()`: ISO 8601 UTC with milliseconds),
+ * typed `format: date-time` in the OpenAPI document and the MCP tools' output schemas so that
+ * a generated client knows it for a timestamp (docs/openapi.md). An output annotation only:
+ * nothing parses the service's own answers with it.
+ */
+export const Instant = z.string().meta({ format: 'date-time' });
+
 /** The five signal levels (TradingView's technical-rating scale), strongest buy first. */
 export const SignalLevel = z.enum(SIGNAL_LEVELS);
 /** BTC market regimes. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { KEY_PREFIX } from '../../auth/api-keys.ts';
-import { PageCursor, safeText, TierSchema } from './common.ts';
+import { Instant, PageCursor, safeText, TierSchema } from './common.ts';
 
 /** Schemas of self-service API keys: create (shown once), list with usage, revoke. */
 
@@ -33,7 +33,7 @@ export const CreatedKeySchema = z.object({
   prefix: z.string().describe('`svc_live_` and the first 4 random characters, to recognise the key in lists'),
   name: z.string(),
   tier: TierSchema,
-  created_at: z.string().describe('ISO 8601 UTC'),
+  created_at: Instant.describe('ISO 8601 UTC'),
 });
 
 /** One key as listed to its owner (never the key itself). */
@@ -46,10 +46,10 @@ export const KeyViewSchema = z.object({
   usage: z.object({
     requests_today: z.number().int().describe('Requests served today (UTC)'),
     requests_total: z.number().int(),
-    last_used_at: z.string().nullable().describe('ISO 8601 UTC; null when never used'),
+    last_used_at: Instant.nullable().describe('ISO 8601 UTC; null when never used'),
   }),
-  created_at: z.string(),
-  revoked_at: z.string().nullable(),
+  created_at: Instant,
+  revoked_at: Instant.nullable(),
 });
 
 /** Page sizes of GET /keys: the most a page may hold, and the default. */
@@ -75,7 +75,7 @@ export const KeyListSchema = z.object({
 });
 
 /** `data` of POST /keys/revoke. */
-export const RevokedKeySchema = z.object({ id: z.uuid(), status: z.literal('revoked'), revoked_at: z.string() });
+export const RevokedKeySchema = z.object({ id: z.uuid(), status: z.literal('revoked'), revoked_at: Instant });
 
 /** Types of the schemas above. */
 export type CreatedKey = z.infer<typeof CreatedKeySchema>;

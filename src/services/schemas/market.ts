@@ -8,7 +8,7 @@ import {
   RSI_STATES,
   SERIES_KINDS,
 } from '../../engine/types.ts';
-import { ChainId, Day, RegimeLevel, SignalLevel } from './common.ts';
+import { ChainId, Day, Instant, RegimeLevel, SignalLevel } from './common.ts';
 
 /**
  * Zod schemas of the market `data` payloads (signals, regime, chain health, chain metrics,
@@ -288,9 +288,9 @@ export const SeriesStatusSchema = z.object({
   newest_date: Day.nullable().describe(
     'Newest day stored on or before the as-of day (AS_OF hides later days here too); null when the series has no data by then (a documented gap)',
   ),
-  last_success_at: z.string().nullable().describe('Last successful fetch (ISO 8601); null when never fetched'),
+  last_success_at: Instant.nullable().describe('Last successful fetch (ISO 8601); null when never fetched'),
   last_error: z.string().nullable().describe('Last failed fetch, kept until the next success'),
-  last_error_at: z.string().nullable(),
+  last_error_at: Instant.nullable(),
   no_live_source: z
     .string()
     .nullable()

@@ -9,7 +9,7 @@ import {
   THESIS_OPERATORS,
   THESIS_STATUSES,
 } from '../../engine/thesis.ts';
-import { PageCursor, RegimeLevel, SignalLevel, bound, safeText } from './common.ts';
+import { Day, Instant, PageCursor, RegimeLevel, SignalLevel, bound, safeText } from './common.ts';
 
 /** Schemas of theses: the POST /thesis body, a stored thesis, the list, and the health evaluation. */
 
@@ -182,8 +182,8 @@ export const ThesisSchema = z.object({
   stop_price: z.number().nullable(),
   horizon_days: z.number().int().nullable(),
   conditions: z.array(ConditionSchema),
-  created_at: z.string(),
-  updated_at: z.string(),
+  created_at: Instant,
+  updated_at: Instant,
 });
 /** A stored thesis as returned by the thesis routes. */
 export type Thesis = z.infer<typeof ThesisSchema>;
@@ -210,7 +210,7 @@ export const ThesisHealthSchema = z.object({
   horizon: z
     .object({
       days: z.number().int().describe("The thesis's horizon_days"),
-      ends_at: z.string().describe('created_at plus horizon_days × 24 h, ISO 8601 UTC'),
+      ends_at: Instant.describe('created_at plus horizon_days × 24 h, ISO 8601 UTC'),
       days_left: z.number().int().min(0).describe('Whole days from evaluated_at to ends_at, rounded up; 0 once passed'),
       passed: z.boolean().describe('True once evaluated_at is at or after ends_at'),
     })
@@ -231,8 +231,8 @@ export const ThesisHealthSchema = z.object({
       chain_health_score: z.number().nullable(),
     })
     .describe('The metric values the conditions were evaluated against'),
-  evaluated_at: z.string().describe('Wall-clock time of the evaluation, ISO 8601 UTC'),
-  as_of: z.string().describe('Day of the market data used'),
+  evaluated_at: Instant.describe('Wall-clock time of the evaluation, ISO 8601 UTC'),
+  as_of: Day.describe('Day of the market data used'),
   stale: z
     .boolean()
     .describe("True when an input of `current` is older than its cadence allows (the asset's signal, the regime, its chain health)"),
@@ -280,4 +280,4 @@ export const ThesisCursor = PageCursor;
 export const ThesisIdInput = z.object({ id: z.string().min(1).max(64).describe('Thesis id (UUID)') });
 
 /** `data` of DELETE /thesis/{id}. */
-export const DeletedThesisSchema = z.object({ id: z.string(), deleted: z.literal(true) });
+export const DeletedThesisSchema = z.object({ id: z.uuid(), deleted: z.literal(true) });
