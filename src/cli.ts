@@ -296,8 +296,30 @@ function postgresStartProblem(err: unknown): string | null {
       return 'the PostgreSQL server in DATABASE_URL closed the connection during the start (restarting, or a proxy without a server behind it?): check that it runs and start again';
     if (['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code))
       return `cannot connect to the PostgreSQL server in DATABASE_URL (${code}): check that it runs and that the host and port in DATABASE_URL are right`;
+    // Starting up or recovering (57P03), shutting down (57P01, 57P02): it will accept later.
+    if (code === '57P03' || code === '57P01' || code === '57P02')
+      return `the PostgreSQL server in DATABASE_URL is not accepting connections now${said}: start again once it is up`;
   }
   return null;
+}
+
+/**
+ * A start-up failure caused by the database, as one line for the operator: each message of the
+ * error and its causes with its SQLSTATE code. No stack and no query text: a failed query's
+ * parameters are left out (loggableError). Before, the JSON of the error printed `{}` for an
+ * Error (its message is not an enumerable field).
+ */
+function dependencyErrorText(err: unknown): string {
+  const parts: string[] = [];
+  type Link = { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+  for (let e = err as Link, depth = 0; e && depth < 4; depth++) {
+    const shown = loggableError(e) as Link & object;
+    const code = typeof shown.code === 'string' ? ` [${shown.code}]` : '';
+    if (typeof shown.message === 'string' && shown.message) parts.push(`${shown.message}${code}`);
+    // A failed query is summarised by loggableError, its cause included.
+    e = shown === e ? (e.cause as Link) : undefined;
+  }
+  return parts.join(': ') || String(err);
 }
 
 /**
@@ -607,7 +629,7 @@ main().catch(async (err: unknown) => {
     process.stderr.write(`Failed to start: ${postgresStartProblem(err)}\n`);
   } else if (isDependencyDown(err)) {
     // No stack: a database error's message may carry SQL and parameters.
-    process.stderr.write(`Failed to start: ${unexpectedError(err).message} (${JSON.stringify(loggableError(err))})\n`);
+    process.stderr.write(`Failed to start: ${unexpectedError(err).message} (${dependencyErrorText(err)})\n`);
   } else {
     const e = loggableError(err);
     process.stderr.write(`Failed to start: ${e === err ? ((err as Error)?.stack ?? String(err)) : JSON.stringify(e)}\n`);

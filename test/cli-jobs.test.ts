@@ -210,3 +210,58 @@ test('serve on a PostgreSQL that closes the connection during the start (restart
     server.close();
   }
 });
+
+/**
+ * A fake PostgreSQL server on loopback that answers every client's start-up message with a
+ * FATAL ErrorResponse of `sqlstate` and `message` (the protocol's 'E' message), then closes.
+ */
+async function refusingPostgres(sqlstate: string, message: string): Promise<{ port: number; close(): void }> {
+  const field = (type: string, value: string) => Buffer.concat([Buffer.from(type), Buffer.from(value), Buffer.from([0])]);
+  const fields = Buffer.concat([field('S', 'FATAL'), field('V', 'FATAL'), field('C', sqlstate), field('M', message), Buffer.from([0])]);
+  const head = Buffer.alloc(5);
+  head.write('E', 0);
+  head.writeInt32BE(fields.length + 4, 1);
+  const server = net.createServer((s) => {
+    s.on('error', () => {});
+    s.once('data', () => s.end(Buffer.concat([head, fields])));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
+}
+
+test('serve on a PostgreSQL that is starting up (57P03) says so and what to do, quoting PostgreSQL', async () => {
+  const pgFake = await refusingPostgres('57P03', 'the database system is starting up');
+  try {
+    const r = await cli(['serve'], {
+      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${pgFake.port}/market`,
+      AUTH_SECRET: 'x'.repeat(40),
+      PORT: '0',
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      /^Failed to start: the PostgreSQL server in DATABASE_URL is not accepting connections now \(PostgreSQL: the database system is starting up\): start again once it is up$/m,
+      r.stderr,
+    );
+    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
+  } finally {
+    pgFake.close();
+  }
+});
+
+test('serve on a PostgreSQL whose refusal has no advice of its own prints PostgreSQL's message and code (before: the error's JSON, without its message)', async () => {
+  // 53300: too many connections, a dependency-down code without a message of the CLI's own.
+  const pgFake = await refusingPostgres('53300', 'sorry, too many clients already');
+  try {
+    const r = await cli(['serve'], {
+      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${pgFake.port}/market`,
+      AUTH_SECRET: 'x'.repeat(40),
+      PORT: '0',
+    });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /^Failed to start: .*try again shortly \(sorry, too many clients already \[53300\]\)$/m, r.stderr);
+    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
+  } finally {
+    pgFake.close();
+  }
+});
