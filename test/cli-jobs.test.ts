@@ -249,7 +249,7 @@ test('serve on a PostgreSQL that is starting up (57P03) says so and what to do, 
   }
 });
 
-test('serve on a PostgreSQL whose refusal has no advice of its own prints PostgreSQL's message and code (before: the error's JSON, without its message)', async () => {
+test("serve on a PostgreSQL whose refusal has no advice of its own prints PostgreSQL's message and code (before: the error's JSON, without its message)", async () => {
   // 53300: too many connections, a dependency-down code without a message of the CLI's own.
   const pgFake = await refusingPostgres('53300', 'sorry, too many clients already');
   try {
