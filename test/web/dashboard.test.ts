@@ -570,6 +570,50 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
 });
 
+describe('dashboard: where the keyboard focus goes after an account action', { skip: SKIP }, () => {
+  let ctx: BrowserContext;
+  let page: Page;
+  const focused = () => page.evaluate(() => `${document.activeElement?.tagName}#${document.activeElement?.id ?? ''}`);
+
+  before(async () => {
+    if (SKIP) return;
+    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await ctx.newPage();
+    // On the api tier: these steps make more thesis requests than the free tier's 10 a minute.
+    await signUp(page, 'focus-after-actions@example.com');
+    assert.equal(await svc.keys.setTier('focus-after-actions@example.com', 'api'), 1);
+  });
+  after(() => ctx?.close());
+
+  test('"Generate key" and "Create thesis" pressed from the keyboard keep the focus when the answer comes (it is not dropped to the page)', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#theses-list p, #theses-list article');
+    // A refusal that names no input (the service out of reach): the focus stays on the button.
+    await page.route(`${base}/api/v1/keys/create`, (r) => r.abort('internetdisconnected'));
+    await page.fill('#key-name', 'offline');
+    await page.focus('#generate');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+    assert.equal(await focused(), 'BUTTON#generate');
+    await page.unroute(`${base}/api/v1/keys/create`);
+
+    await page.route(`${base}/api/v1/thesis`, (r) => r.abort('internetdisconnected'));
+    await page.fill('#t-title', 'focus stays');
+    await page.focus('#create-thesis');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /network error/.test(document.querySelector('#thesis-msg')?.textContent ?? ''));
+    assert.equal(await focused(), 'BUTTON#create-thesis');
+    await page.unroute(`${base}/api/v1/thesis`);
+
+    // Created: the focus is still on the button, the next Tab goes on from there.
+    await page.focus('#create-thesis');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('#thesis-msg')?.textContent === 'Thesis created.');
+    await page.locator('#theses-list article.thesis', { hasText: 'focus stays' }).waitFor();
+    assert.equal(await focused(), 'BUTTON#create-thesis');
+  });
+});
+
 describe('phone width', { skip: SKIP }, () => {
   test('the overview at 390 px has no horizontal scroll', async () => {
     const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });

@@ -123,6 +123,23 @@ function sayAndFocus(el, text, kind = '') {
   el.tabIndex = -1;
   el.focus();
 }
+/**
+ * Runs `work` with `button` disabled (one request per click), then enables it again. A focused
+ * button that is disabled drops the keyboard focus to the page's <body>, so the next Tab would
+ * start again from the top of the page: when the focus was on the button and is now nowhere,
+ * it goes back to the button (README, "Web dashboard": usable by keyboard).
+ */
+async function whileDisabled(button, work) {
+  const hadFocus = document.activeElement === button;
+  button.disabled = true;
+  try {
+    return await work();
+  } finally {
+    button.disabled = false;
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus && lost && button.isConnected) button.focus();
+  }
+}
 function setTitle(t) {
   document.title = `${t} - Market Intelligence`;
 }
@@ -1265,9 +1282,7 @@ function keysSection(tierNote) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (!form.reportValidity()) return;
-    genBtn.disabled = true;
-    const r = await api('POST', '/keys/create', { name: nameInput.value.trim() });
-    genBtn.disabled = false;
+    const r = await whileDisabled(genBtn, () => api('POST', '/keys/create', { name: nameInput.value.trim() }));
     if (!r.ok) return say(msg, errorOf(r), 'error');
     nameInput.value = '';
     say(msg, '');
@@ -1510,11 +1525,9 @@ function thesesSection(assets) {
       conditions,
     };
     // One thesis per click: the button is off until the answer (a double click made two).
-    submit.disabled = true;
     say(msg, '');
     for (const el of form.querySelectorAll('[aria-invalid]')) unmark(el);
-    const r = await api('POST', '/thesis', body);
-    submit.disabled = false;
+    const r = await whileDisabled(submit, () => api('POST', '/thesis', body));
     if (!r.ok) return refused(r);
     say(msg, 'Thesis created.', 'ok');
     form.reset();
@@ -1536,10 +1549,7 @@ function thesesSection(assets) {
           text: 'Show older theses',
           // Disabled while its page loads: a second click would ask for the same page again.
           onclick: async (ev) => {
-            const button = ev.currentTarget;
-            button.disabled = true;
-            await load(next_cursor);
-            button.disabled = false;
+            await whileDisabled(ev.currentTarget, () => load(next_cursor));
           },
         })
       : null;
