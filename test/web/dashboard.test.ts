@@ -612,6 +612,21 @@ describe('dashboard: where the keyboard focus goes after an account action', { s
     await page.locator('#theses-list article.thesis', { hasText: 'focus stays' }).waitFor();
     assert.equal(await focused(), 'BUTTON#create-thesis');
   });
+
+  test('"Refresh usage" after a network error shows the list and no longer the error', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#tier');
+    await page.route(`${base}/api/v1/keys`, (r) => r.abort('internetdisconnected'));
+    await page.click('#refresh-keys');
+    await page.waitForFunction(() => /network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+    await page.unroute(`${base}/api/v1/keys`);
+    const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/keys' && r.ok());
+    await page.click('#refresh-keys');
+    await answered;
+    await page.waitForFunction(() => !/network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''), undefined, {
+      timeout: 5_000,
+    });
+  });
 });
 
 describe('phone width', { skip: SKIP }, () => {

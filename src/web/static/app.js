@@ -1218,7 +1218,8 @@ function keysSection(tierNote) {
       ' active keys. Signal history needs the pro or api tier; the operator sets your plan.',
     );
     genBtn.disabled = active >= CONFIG.maxKeys;
-    if (active >= CONFIG.maxKeys) say(msg, `You have ${CONFIG.maxKeys} active keys, the limit: revoke one to generate another.`);
+    // The list is current again: an earlier failure (a network error) or limit no longer holds.
+    say(msg, active >= CONFIG.maxKeys ? `You have ${CONFIG.maxKeys} active keys, the limit: revoke one to generate another.` : '');
     list.replaceChildren(
       keys.length === 0
         ? h('p', { class: 'muted', text: 'No keys yet.' })
