@@ -627,6 +627,38 @@ describe('dashboard: where the keyboard focus goes after an account action', { s
       timeout: 5_000,
     });
   });
+
+  test('when the list cannot be read again after a create or a delete (429), the theses listed stay and the message says why', async () => {
+    await open(page, '/account');
+    await page.fill('#t-title', 'listed before the 429');
+    await page.click('#create-thesis');
+    const before = page.locator('#theses-list article.thesis', { hasText: 'listed before the 429' });
+    await before.waitFor();
+    // The tier's minute quota runs out for the list (as a free user's 10 a minute do after a few creates).
+    const rateLimited = { status: 'error', data: null, error: { code: 'RATE_LIMITED', message: 'Rate limit exceeded: retry in 57 s' } };
+    await page.route(
+      (u) => u.pathname === '/api/v1/thesis' && u.search.includes('include_health'),
+      (r) =>
+        r.fulfill({ status: 429, contentType: 'application/json', headers: { 'retry-after': '57' }, body: JSON.stringify(rateLimited) }),
+    );
+    try {
+      await page.fill('#t-title', 'created during the 429');
+      await page.click('#create-thesis');
+      await page.waitForFunction(() => /could not be refreshed/.test(document.querySelector('#thesis-msg')?.textContent ?? ''));
+      assert.equal(
+        await page.textContent('#thesis-msg'),
+        'Thesis created, but the list could not be refreshed: Rate limit exceeded: retry in 57 s',
+      );
+      assert.equal(await before.count(), 1, 'the theses listed are still there');
+
+      await before.getByRole('button', { name: /Delete thesis/ }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
+      await page.waitForFunction(() => /deleted, but/.test(document.querySelector('#thesis-msg')?.textContent ?? ''));
+      assert.equal(await before.count(), 0, 'the deleted thesis is gone from the list');
+    } finally {
+      await page.unroute((u) => u.pathname === '/api/v1/thesis' && u.search.includes('include_health'));
+    }
+  });
 });
 
 describe('phone width', { skip: SKIP }, () => {

@@ -1530,19 +1530,31 @@ function thesesSection(assets) {
     for (const el of form.querySelectorAll('[aria-invalid]')) unmark(el);
     const r = await whileDisabled(submit, () => api('POST', '/thesis', body));
     if (!r.ok) return refused(r);
-    say(msg, 'Thesis created.', 'ok');
     form.reset();
     conds.replaceChildren();
-    await load();
+    const failed = await load();
+    say(msg, failed ? `Thesis created, but the list could not be refreshed: ${failed}` : 'Thesis created.', failed ? 'error' : 'ok');
   });
-  /** One page of theses (with their health) after `cursor`, appended to the list; the first page replaces it. */
+  /**
+   * One page of theses (with their health) after `cursor`, appended to the list; the first page
+   * replaces it. Returns null, or the failure's message when the page could not be read.
+   */
   async function load(cursor = null) {
     // One request per page for the theses and every health (each request counts against the tier's quota).
     const r = await api('GET', `/thesis?include_health=true${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-    // A failed later page keeps its button, so it can be asked again.
-    if (!r.ok) return cursor ? say(msg, errorOf(r), 'error') : list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
+    if (!r.ok) {
+      // A failed later page keeps its button, so it can be asked again.
+      if (cursor) say(msg, errorOf(r), 'error');
+      // The first page read again after a create or delete (e.g. a 429 of the tier's minute
+      // quota): the theses already listed stay, the caller says why the list is not refreshed.
+      else if (!list.querySelector('article.thesis')) list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
+      return errorOf(r);
+    }
     const { theses, next_cursor } = r.body.data;
-    if (!cursor && theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
+    if (!cursor && theses.length === 0) {
+      list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
+      return null;
+    }
     const more = next_cursor
       ? h('button', {
           type: 'button',
@@ -1562,11 +1574,12 @@ function thesesSection(assets) {
       articles[0].tabIndex = -1;
       articles[0].focus();
     }
+    return null;
   }
   /** One thesis with its health, and its delete button. */
   function thesisArticle(t) {
     const health = t.health ?? null;
-    return h(
+    const article = h(
       'article',
       { class: `thesis${health?.action_required ? ' action' : ''}`, dataset: { thesisId: t.id } },
       h('h3', {}, `${t.title} `, h('span', { class: 'muted', text: `${t.symbol} ${t.direction}` })),
@@ -1636,11 +1649,18 @@ function thesesSection(assets) {
           if (!(await confirmDialog(`Delete the thesis "${t.title}"?`, 'Delete thesis'))) return;
           const rr = await api('DELETE', `/thesis/${t.id}`);
           if (!rr.ok) return say(msg, errorOf(rr), 'error');
-          await load();
-          sayAndFocus(msg, `Thesis "${t.title}" deleted.`, 'ok');
+          // Gone from the list also when the list cannot be read again.
+          article.remove();
+          const failed = await load();
+          sayAndFocus(
+            msg,
+            failed ? `Thesis "${t.title}" deleted, but the list could not be refreshed: ${failed}` : `Thesis "${t.title}" deleted.`,
+            failed ? 'error' : 'ok',
+          );
         },
       }),
     );
+    return article;
   }
   load();
   return card(
