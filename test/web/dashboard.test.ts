@@ -659,6 +659,20 @@ describe('dashboard: where the keyboard focus goes after an account action', { s
       await page.unroute((u) => u.pathname === '/api/v1/thesis' && u.search.includes('include_health'));
     }
   });
+
+  test('a key name the API refuses (only spaces) is said by the label "Key name", the input marked invalid and focused', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#tier');
+    await page.fill('#key-name', '   ');
+    await page.focus('#generate');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /empty/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+    assert.equal(await page.textContent('#key-form ~ .msg'), 'Key name: must not be empty');
+    assert.equal(await page.getAttribute('#key-name', 'aria-invalid'), 'true');
+    assert.equal(await focused(), 'INPUT#key-name');
+    await page.keyboard.type('laptop');
+    assert.equal(await page.getAttribute('#key-name', 'aria-invalid'), null);
+  });
 });
 
 describe('phone width', { skip: SKIP }, () => {

@@ -1197,7 +1197,7 @@ function showNewKey(created, onClose) {
 }
 
 function keysSection(tierNote) {
-  const msg = h('p', { class: 'msg', role: 'status' });
+  const msg = h('p', { class: 'msg', role: 'status', id: 'key-msg' });
   const list = h('div', { id: 'keys-list' });
   const nameInput = h('input', { id: 'key-name', type: 'text', maxlength: 64, placeholder: 'e.g. laptop', required: true });
   const genBtn = h('button', { type: 'submit', id: 'generate', text: 'Generate key' });
@@ -1283,7 +1283,25 @@ function keysSection(tierNote) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (!form.reportValidity()) return;
+    nameInput.removeAttribute('aria-invalid');
     const r = await whileDisabled(genBtn, () => api('POST', '/keys/create', { name: nameInput.value.trim() }));
+    if (!r.ok && r.status === 400 && r.body?.error?.details?.field === 'name') {
+      // A refused name (blank, invisible characters): said by the input's label, like the
+      // thesis form's fields, the input marked and focused (README, "Web dashboard").
+      say(msg, `Key name: ${errorOf(r).replace(/^Invalid body field '[^']*': /, '')}`, 'error');
+      nameInput.setAttribute('aria-invalid', 'true');
+      nameInput.setAttribute('aria-describedby', msg.id);
+      nameInput.addEventListener(
+        'input',
+        () => {
+          nameInput.removeAttribute('aria-invalid');
+          nameInput.removeAttribute('aria-describedby');
+          say(msg, '');
+        },
+        { once: true },
+      );
+      return nameInput.focus();
+    }
     if (!r.ok) return say(msg, errorOf(r), 'error');
     nameInput.value = '';
     say(msg, '');
