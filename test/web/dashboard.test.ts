@@ -702,6 +702,35 @@ describe('phone width', { skip: SKIP }, () => {
       await ctx.close();
     }
   });
+
+  test("the API keys at 390 px: each key's usage and its Revoke button are on screen, not behind a sideways scroll", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+    try {
+      const page = await ctx.newPage();
+      await signUp(page, 'keys-on-a-phone@example.com');
+      await page.fill('#key-name', 'phone');
+      await page.tap('#generate');
+      await page.waitForSelector('dialog[open]', { timeout: 30_000 });
+      await page.keyboard.press('Escape');
+      const row = page.locator('#keys tbody tr', { hasText: 'phone' });
+      await row.waitFor();
+      // The table fits its box (nothing to scroll to), and every cell of the row is within the screen.
+      const fit = await page.$eval('#keys', (t) => [t.scrollWidth, t.parentElement!.clientWidth]);
+      assert.ok(fit[0]! <= fit[1]!, `keys table ${fit[0]} px in a ${fit[1]} px box`);
+      for (const cell of await row.locator('td').all()) {
+        const box = await cell.boundingBox();
+        assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${await cell.textContent()} at ${JSON.stringify(box)}`);
+      }
+      // Each value says its column, and the table is still a table to a screen reader.
+      assert.equal(await row.locator('td.today').evaluate((td) => getComputedStyle(td, '::before').content), '"Today: "');
+      assert.equal(await page.getByRole('columnheader', { name: 'Last used' }).count(), 1);
+      await row.getByRole('button', { name: /Revoke key/ }).tap();
+      await page.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).tap();
+      await row.locator('.status', { hasText: 'revoked' }).waitFor();
+    } finally {
+      await ctx.close();
+    }
+  });
 });
 
 describe('API reference', { skip: SKIP }, () => {

@@ -1230,14 +1230,16 @@ function keysSection(tierNote) {
               h(
                 'tr',
                 { dataset: { keyId: k.id, prefix: k.prefix } },
-                h('td', {}, h('code', { text: k.prefix + '…' })),
+                // data-label: the column's name, which a phone shows in the cell (app.css, #keys).
+                h('td', { 'data-label': 'Prefix' }, h('code', { text: k.prefix + '…' })),
                 // A long name wraps inside its cell instead of pushing Revoke off the screen.
-                h('td', { class: 'key-name', text: k.name, title: k.name }),
-                h('td', { text: k.tier }),
-                h('td', { class: 'status', text: k.status }),
-                h('td', { class: 'num today', text: k.usage.requests_today }),
-                h('td', { class: 'num total', text: k.usage.requests_total }),
+                h('td', { class: 'key-name', text: k.name, title: k.name, 'data-label': 'Name' }),
+                h('td', { text: k.tier, 'data-label': 'Tier' }),
+                h('td', { class: 'status', text: k.status, 'data-label': 'Status' }),
+                h('td', { class: 'num today', text: k.usage.requests_today, 'data-label': 'Today' }),
+                h('td', { class: 'num total', text: k.usage.requests_total, 'data-label': 'Total' }),
                 h('td', {
+                  'data-label': 'Last used',
                   text: k.usage.last_used_at
                     ? new Date(k.usage.last_used_at).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'
                     : 'never',
