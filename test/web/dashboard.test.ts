@@ -675,6 +675,27 @@ describe('dashboard: where the keyboard focus goes after an account action', { s
   });
 });
 
+describe('the sign-in form', { skip: SKIP }, () => {
+  test("a display name up to the service's 100 characters is taken whole, not cut at 64", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/account');
+      const name = 'Ada Lovelace, Countess of Lovelace, first programmer, Analytical Engine notes, 1843'; // 84
+      await page.fill('#email', 'long-display-name@example.com');
+      await page.fill('#password', PASSWORD);
+      await page.fill('#name', name);
+      assert.equal(await page.inputValue('#name'), name);
+      await page.click('#signup');
+      await page.waitForSelector('#who', { timeout: 30_000 });
+      const stored = await page.evaluate(async () => (await (await fetch('/auth/get-session')).json()).user.name);
+      assert.equal(stored, name);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('phone width', { skip: SKIP }, () => {
   test('the overview at 390 px has no horizontal scroll', async () => {
     const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });

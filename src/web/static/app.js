@@ -1075,7 +1075,9 @@ function signInForm() {
     minlength: 8,
     maxlength: 128,
   });
-  const name = h('input', { id: 'name', type: 'text', autocomplete: 'name', maxlength: 64 });
+  // The service's own limit (README: a display name is 1 to 100 characters); maxlength counts
+  // UTF-16 units, the service characters, so a name the box takes is never refused as too long.
+  const name = h('input', { id: 'name', type: 'text', autocomplete: 'name', maxlength: CONFIG.nameMax });
   const form = h(
     'form',
     { class: 'stack', id: 'signin-form' },
