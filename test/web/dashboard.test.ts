@@ -694,6 +694,22 @@ describe('the sign-in form', { skip: SKIP }, () => {
       await ctx.close();
     }
   });
+
+  test('signing in with the service out of reach says so in the words of the other account actions', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/account');
+      await page.route(`${base}/auth/**`, (r) => r.abort('internetdisconnected'));
+      await page.fill('#email', 'offline-sign-in@example.com');
+      await page.fill('#password', PASSWORD);
+      await page.click('#signin-form button[type=submit]');
+      await page.waitForFunction(() => !/Working/.test(document.querySelector('#signin-msg')?.textContent ?? 'Working'));
+      assert.match((await page.textContent('#signin-msg')) ?? '', /could not be reached \(network error\), so nothing was changed/);
+    } finally {
+      await ctx.close();
+    }
+  });
 });
 
 describe('phone width', { skip: SKIP }, () => {

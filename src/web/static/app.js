@@ -1124,7 +1124,8 @@ function signInForm() {
       if (location.pathname !== '/account') history.replaceState(null, '', '/account');
       await accountPage({ focus: true });
     } catch {
-      say(msg, 'Network error', 'error');
+      // The same words as every other account action that cannot reach the service.
+      say(msg, NETWORK_ERROR, 'error');
     }
   }
   form.addEventListener('submit', (ev) => {
