@@ -13,6 +13,8 @@ export interface PageConfig {
   tiers: Record<Tier, { day: number | null; minute: number }>;
   /** The dashboard's own per-address budget (per minute). */
   dashboardPerMinute: number;
+  /** The longest display name sign-up takes, in characters (SIGN_UP_NAME_MAX, src/http/identity.ts). */
+  nameMax: number;
   /** The password policy in words (src/auth/password-policy.ts). */
   passwordRules: string;
   /** The five signal levels, strongest buy first (engine SIGNAL_LEVELS). */

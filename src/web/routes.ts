@@ -11,6 +11,7 @@ import { REGIME_ORDER, THESIS_METRICS } from '../engine/thesis.ts';
 import { SIGNAL_LEVELS } from '../engine/types.ts';
 import type { AsOf } from '../http/envelope.ts';
 import { createGuard } from '../http/guard.ts';
+import { SIGN_UP_NAME_MAX } from '../http/identity.ts';
 import { pageHeaders } from '../http/page-headers.ts';
 import { v1Routes } from '../http/routes/v1.ts';
 import { type Access, DASHBOARD_REQUESTS_PER_MINUTE, dashboardPolicy } from '../services/access.ts';
@@ -70,6 +71,7 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
     maxKeys: MAX_ACTIVE_KEYS,
     tiers: TIER_LIMITS,
     dashboardPerMinute: DASHBOARD_REQUESTS_PER_MINUTE,
+    nameMax: SIGN_UP_NAME_MAX,
     passwordRules: PASSWORD_RULES,
     signalLevels: SIGNAL_LEVELS,
     // Strongest first, like the signal levels: bull, neutral, bear.

@@ -570,6 +570,148 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
 });
 
+describe('dashboard: where the keyboard focus goes after an account action', { skip: SKIP }, () => {
+  let ctx: BrowserContext;
+  let page: Page;
+  const focused = () => page.evaluate(() => `${document.activeElement?.tagName}#${document.activeElement?.id ?? ''}`);
+
+  before(async () => {
+    if (SKIP) return;
+    ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    page = await ctx.newPage();
+    // On the api tier: these steps make more thesis requests than the free tier's 10 a minute.
+    await signUp(page, 'focus-after-actions@example.com');
+    assert.equal(await svc.keys.setTier('focus-after-actions@example.com', 'api'), 1);
+  });
+  after(() => ctx?.close());
+
+  test('"Generate key" and "Create thesis" pressed from the keyboard keep the focus when the answer comes (it is not dropped to the page)', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#theses-list p, #theses-list article');
+    // A refusal that names no input (the service out of reach): the focus stays on the button.
+    await page.route(`${base}/api/v1/keys/create`, (r) => r.abort('internetdisconnected'));
+    await page.fill('#key-name', 'offline');
+    await page.focus('#generate');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+    assert.equal(await focused(), 'BUTTON#generate');
+    await page.unroute(`${base}/api/v1/keys/create`);
+
+    await page.route(`${base}/api/v1/thesis`, (r) => r.abort('internetdisconnected'));
+    await page.fill('#t-title', 'focus stays');
+    await page.focus('#create-thesis');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /network error/.test(document.querySelector('#thesis-msg')?.textContent ?? ''));
+    assert.equal(await focused(), 'BUTTON#create-thesis');
+    await page.unroute(`${base}/api/v1/thesis`);
+
+    // Created: the focus is still on the button, the next Tab goes on from there.
+    await page.focus('#create-thesis');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.querySelector('#thesis-msg')?.textContent === 'Thesis created.');
+    await page.locator('#theses-list article.thesis', { hasText: 'focus stays' }).waitFor();
+    assert.equal(await focused(), 'BUTTON#create-thesis');
+  });
+
+  test('"Refresh usage" after a network error shows the list and no longer the error', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#tier');
+    await page.route(`${base}/api/v1/keys`, (r) => r.abort('internetdisconnected'));
+    await page.click('#refresh-keys');
+    await page.waitForFunction(() => /network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+    await page.unroute(`${base}/api/v1/keys`);
+    const answered = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/keys' && r.ok());
+    await page.click('#refresh-keys');
+    await answered;
+    await page.waitForFunction(() => !/network error/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''), undefined, {
+      timeout: 5_000,
+    });
+  });
+
+  test('when the list cannot be read again after a create or a delete (429), the theses listed stay and the message says why', async () => {
+    await open(page, '/account');
+    await page.fill('#t-title', 'listed before the 429');
+    await page.click('#create-thesis');
+    const before = page.locator('#theses-list article.thesis', { hasText: 'listed before the 429' });
+    await before.waitFor();
+    // The tier's minute quota runs out for the list (as a free user's 10 a minute do after a few creates).
+    const rateLimited = { status: 'error', data: null, error: { code: 'RATE_LIMITED', message: 'Rate limit exceeded: retry in 57 s' } };
+    await page.route(
+      (u) => u.pathname === '/api/v1/thesis' && u.search.includes('include_health'),
+      (r) =>
+        r.fulfill({ status: 429, contentType: 'application/json', headers: { 'retry-after': '57' }, body: JSON.stringify(rateLimited) }),
+    );
+    try {
+      await page.fill('#t-title', 'created during the 429');
+      await page.click('#create-thesis');
+      await page.waitForFunction(() => /could not be refreshed/.test(document.querySelector('#thesis-msg')?.textContent ?? ''));
+      assert.equal(
+        await page.textContent('#thesis-msg'),
+        'Thesis created, but the list could not be refreshed: Rate limit exceeded: retry in 57 s',
+      );
+      assert.equal(await before.count(), 1, 'the theses listed are still there');
+
+      await before.getByRole('button', { name: /Delete thesis/ }).click();
+      await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
+      await page.waitForFunction(() => /deleted, but/.test(document.querySelector('#thesis-msg')?.textContent ?? ''));
+      assert.equal(await before.count(), 0, 'the deleted thesis is gone from the list');
+    } finally {
+      await page.unroute((u) => u.pathname === '/api/v1/thesis' && u.search.includes('include_health'));
+    }
+  });
+
+  test('a key name the API refuses (only spaces) is said by the label "Key name", the input marked invalid and focused', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#tier');
+    await page.fill('#key-name', '   ');
+    await page.focus('#generate');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /empty/.test(document.querySelector('#key-form ~ .msg')?.textContent ?? ''));
+    assert.equal(await page.textContent('#key-form ~ .msg'), 'Key name: must not be empty');
+    assert.equal(await page.getAttribute('#key-name', 'aria-invalid'), 'true');
+    assert.equal(await focused(), 'INPUT#key-name');
+    await page.keyboard.type('laptop');
+    assert.equal(await page.getAttribute('#key-name', 'aria-invalid'), null);
+  });
+});
+
+describe('the sign-in form', { skip: SKIP }, () => {
+  test("a display name up to the service's 100 characters is taken whole, not cut at 64", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/account');
+      const name = 'Ada Lovelace, Countess of Lovelace, first programmer, Analytical Engine notes, 1843'; // 84
+      await page.fill('#email', 'long-display-name@example.com');
+      await page.fill('#password', PASSWORD);
+      await page.fill('#name', name);
+      assert.equal(await page.inputValue('#name'), name);
+      await page.click('#signup');
+      await page.waitForSelector('#who', { timeout: 30_000 });
+      const stored = await page.evaluate(async () => (await (await fetch('/auth/get-session')).json()).user.name);
+      assert.equal(stored, name);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('signing in with the service out of reach says so in the words of the other account actions', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/account');
+      await page.route(`${base}/auth/**`, (r) => r.abort('internetdisconnected'));
+      await page.fill('#email', 'offline-sign-in@example.com');
+      await page.fill('#password', PASSWORD);
+      await page.click('#signin-form button[type=submit]');
+      await page.waitForFunction(() => !/Working/.test(document.querySelector('#signin-msg')?.textContent ?? 'Working'));
+      assert.match((await page.textContent('#signin-msg')) ?? '', /could not be reached \(network error\), so nothing was changed/);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('phone width', { skip: SKIP }, () => {
   test('the overview at 390 px has no horizontal scroll', async () => {
     const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
@@ -593,6 +735,35 @@ describe('phone width', { skip: SKIP }, () => {
       // The signals table fits its box: the last visible column (7 d) is not cut.
       const fit = await page.$eval('#signals', (t) => [t.scrollWidth, t.parentElement!.clientWidth]);
       assert.ok(fit[0]! <= fit[1]!, `table ${fit[0]} px in a ${fit[1]} px box`);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test("the API keys at 390 px: each key's usage and its Revoke button are on screen, not behind a sideways scroll", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+    try {
+      const page = await ctx.newPage();
+      await signUp(page, 'keys-on-a-phone@example.com');
+      await page.fill('#key-name', 'phone');
+      await page.tap('#generate');
+      await page.waitForSelector('dialog[open]', { timeout: 30_000 });
+      await page.keyboard.press('Escape');
+      const row = page.locator('#keys tbody tr', { hasText: 'phone' });
+      await row.waitFor();
+      // The table fits its box (nothing to scroll to), and every cell of the row is within the screen.
+      const fit = await page.$eval('#keys', (t) => [t.scrollWidth, t.parentElement!.clientWidth]);
+      assert.ok(fit[0]! <= fit[1]!, `keys table ${fit[0]} px in a ${fit[1]} px box`);
+      for (const cell of await row.locator('td').all()) {
+        const box = await cell.boundingBox();
+        assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${await cell.textContent()} at ${JSON.stringify(box)}`);
+      }
+      // Each value says its column, and the table is still a table to a screen reader.
+      assert.equal(await row.locator('td.today').evaluate((td) => getComputedStyle(td, '::before').content), '"Today: "');
+      assert.equal(await page.getByRole('columnheader', { name: 'Last used' }).count(), 1);
+      await row.getByRole('button', { name: /Revoke key/ }).tap();
+      await page.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).tap();
+      await row.locator('.status', { hasText: 'revoked' }).waitFor();
     } finally {
       await ctx.close();
     }

@@ -123,6 +123,23 @@ function sayAndFocus(el, text, kind = '') {
   el.tabIndex = -1;
   el.focus();
 }
+/**
+ * Runs `work` with `button` disabled (one request per click), then enables it again. A focused
+ * button that is disabled drops the keyboard focus to the page's <body>, so the next Tab would
+ * start again from the top of the page: when the focus was on the button and is now nowhere,
+ * it goes back to the button (README, "Web dashboard": usable by keyboard).
+ */
+async function whileDisabled(button, work) {
+  const hadFocus = document.activeElement === button;
+  button.disabled = true;
+  try {
+    return await work();
+  } finally {
+    button.disabled = false;
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus && lost && button.isConnected) button.focus();
+  }
+}
 function setTitle(t) {
   document.title = `${t} - Market Intelligence`;
 }
@@ -1058,7 +1075,9 @@ function signInForm() {
     minlength: 8,
     maxlength: 128,
   });
-  const name = h('input', { id: 'name', type: 'text', autocomplete: 'name', maxlength: 64 });
+  // The service's own limit (README: a display name is 1 to 100 characters); maxlength counts
+  // UTF-16 units, the service characters, so a name the box takes is never refused as too long.
+  const name = h('input', { id: 'name', type: 'text', autocomplete: 'name', maxlength: CONFIG.nameMax });
   const form = h(
     'form',
     { class: 'stack', id: 'signin-form' },
@@ -1105,7 +1124,8 @@ function signInForm() {
       if (location.pathname !== '/account') history.replaceState(null, '', '/account');
       await accountPage({ focus: true });
     } catch {
-      say(msg, 'Network error', 'error');
+      // The same words as every other account action that cannot reach the service.
+      say(msg, NETWORK_ERROR, 'error');
     }
   }
   form.addEventListener('submit', (ev) => {
@@ -1180,7 +1200,7 @@ function showNewKey(created, onClose) {
 }
 
 function keysSection(tierNote) {
-  const msg = h('p', { class: 'msg', role: 'status' });
+  const msg = h('p', { class: 'msg', role: 'status', id: 'key-msg' });
   const list = h('div', { id: 'keys-list' });
   const nameInput = h('input', { id: 'key-name', type: 'text', maxlength: 64, placeholder: 'e.g. laptop', required: true });
   const genBtn = h('button', { type: 'submit', id: 'generate', text: 'Generate key' });
@@ -1201,7 +1221,8 @@ function keysSection(tierNote) {
       ' active keys. Signal history needs the pro or api tier; the operator sets your plan.',
     );
     genBtn.disabled = active >= CONFIG.maxKeys;
-    if (active >= CONFIG.maxKeys) say(msg, `You have ${CONFIG.maxKeys} active keys, the limit: revoke one to generate another.`);
+    // The list is current again: an earlier failure (a network error) or limit no longer holds.
+    say(msg, active >= CONFIG.maxKeys ? `You have ${CONFIG.maxKeys} active keys, the limit: revoke one to generate another.` : '');
     list.replaceChildren(
       keys.length === 0
         ? h('p', { class: 'muted', text: 'No keys yet.' })
@@ -1212,14 +1233,16 @@ function keysSection(tierNote) {
               h(
                 'tr',
                 { dataset: { keyId: k.id, prefix: k.prefix } },
-                h('td', {}, h('code', { text: k.prefix + '…' })),
+                // data-label: the column's name, which a phone shows in the cell (app.css, #keys).
+                h('td', { 'data-label': 'Prefix' }, h('code', { text: k.prefix + '…' })),
                 // A long name wraps inside its cell instead of pushing Revoke off the screen.
-                h('td', { class: 'key-name', text: k.name, title: k.name }),
-                h('td', { text: k.tier }),
-                h('td', { class: 'status', text: k.status }),
-                h('td', { class: 'num today', text: k.usage.requests_today }),
-                h('td', { class: 'num total', text: k.usage.requests_total }),
+                h('td', { class: 'key-name', text: k.name, title: k.name, 'data-label': 'Name' }),
+                h('td', { text: k.tier, 'data-label': 'Tier' }),
+                h('td', { class: 'status', text: k.status, 'data-label': 'Status' }),
+                h('td', { class: 'num today', text: k.usage.requests_today, 'data-label': 'Today' }),
+                h('td', { class: 'num total', text: k.usage.requests_total, 'data-label': 'Total' }),
                 h('td', {
+                  'data-label': 'Last used',
                   text: k.usage.last_used_at
                     ? new Date(k.usage.last_used_at).toISOString().replace('T', ' ').slice(0, 19) + ' UTC'
                     : 'never',
@@ -1265,9 +1288,25 @@ function keysSection(tierNote) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (!form.reportValidity()) return;
-    genBtn.disabled = true;
-    const r = await api('POST', '/keys/create', { name: nameInput.value.trim() });
-    genBtn.disabled = false;
+    nameInput.removeAttribute('aria-invalid');
+    const r = await whileDisabled(genBtn, () => api('POST', '/keys/create', { name: nameInput.value.trim() }));
+    if (!r.ok && r.status === 400 && r.body?.error?.details?.field === 'name') {
+      // A refused name (blank, invisible characters): said by the input's label, like the
+      // thesis form's fields, the input marked and focused (README, "Web dashboard").
+      say(msg, `Key name: ${errorOf(r).replace(/^Invalid body field '[^']*': /, '')}`, 'error');
+      nameInput.setAttribute('aria-invalid', 'true');
+      nameInput.setAttribute('aria-describedby', msg.id);
+      nameInput.addEventListener(
+        'input',
+        () => {
+          nameInput.removeAttribute('aria-invalid');
+          nameInput.removeAttribute('aria-describedby');
+          say(msg, '');
+        },
+        { once: true },
+      );
+      return nameInput.focus();
+    }
     if (!r.ok) return say(msg, errorOf(r), 'error');
     nameInput.value = '';
     say(msg, '');
@@ -1510,25 +1549,35 @@ function thesesSection(assets) {
       conditions,
     };
     // One thesis per click: the button is off until the answer (a double click made two).
-    submit.disabled = true;
     say(msg, '');
     for (const el of form.querySelectorAll('[aria-invalid]')) unmark(el);
-    const r = await api('POST', '/thesis', body);
-    submit.disabled = false;
+    const r = await whileDisabled(submit, () => api('POST', '/thesis', body));
     if (!r.ok) return refused(r);
-    say(msg, 'Thesis created.', 'ok');
     form.reset();
     conds.replaceChildren();
-    await load();
+    const failed = await load();
+    say(msg, failed ? `Thesis created, but the list could not be refreshed: ${failed}` : 'Thesis created.', failed ? 'error' : 'ok');
   });
-  /** One page of theses (with their health) after `cursor`, appended to the list; the first page replaces it. */
+  /**
+   * One page of theses (with their health) after `cursor`, appended to the list; the first page
+   * replaces it. Returns null, or the failure's message when the page could not be read.
+   */
   async function load(cursor = null) {
     // One request per page for the theses and every health (each request counts against the tier's quota).
     const r = await api('GET', `/thesis?include_health=true${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-    // A failed later page keeps its button, so it can be asked again.
-    if (!r.ok) return cursor ? say(msg, errorOf(r), 'error') : list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
+    if (!r.ok) {
+      // A failed later page keeps its button, so it can be asked again.
+      if (cursor) say(msg, errorOf(r), 'error');
+      // The first page read again after a create or delete (e.g. a 429 of the tier's minute
+      // quota): the theses already listed stay, the caller says why the list is not refreshed.
+      else if (!list.querySelector('article.thesis')) list.replaceChildren(h('p', { class: 'error', text: errorOf(r) }));
+      return errorOf(r);
+    }
     const { theses, next_cursor } = r.body.data;
-    if (!cursor && theses.length === 0) return list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
+    if (!cursor && theses.length === 0) {
+      list.replaceChildren(h('p', { class: 'muted', text: 'No theses yet.' }));
+      return null;
+    }
     const more = next_cursor
       ? h('button', {
           type: 'button',
@@ -1536,10 +1585,7 @@ function thesesSection(assets) {
           text: 'Show older theses',
           // Disabled while its page loads: a second click would ask for the same page again.
           onclick: async (ev) => {
-            const button = ev.currentTarget;
-            button.disabled = true;
-            await load(next_cursor);
-            button.disabled = false;
+            await whileDisabled(ev.currentTarget, () => load(next_cursor));
           },
         })
       : null;
@@ -1551,11 +1597,12 @@ function thesesSection(assets) {
       articles[0].tabIndex = -1;
       articles[0].focus();
     }
+    return null;
   }
   /** One thesis with its health, and its delete button. */
   function thesisArticle(t) {
     const health = t.health ?? null;
-    return h(
+    const article = h(
       'article',
       { class: `thesis${health?.action_required ? ' action' : ''}`, dataset: { thesisId: t.id } },
       h('h3', {}, `${t.title} `, h('span', { class: 'muted', text: `${t.symbol} ${t.direction}` })),
@@ -1625,11 +1672,18 @@ function thesesSection(assets) {
           if (!(await confirmDialog(`Delete the thesis "${t.title}"?`, 'Delete thesis'))) return;
           const rr = await api('DELETE', `/thesis/${t.id}`);
           if (!rr.ok) return say(msg, errorOf(rr), 'error');
-          await load();
-          sayAndFocus(msg, `Thesis "${t.title}" deleted.`, 'ok');
+          // Gone from the list also when the list cannot be read again.
+          article.remove();
+          const failed = await load();
+          sayAndFocus(
+            msg,
+            failed ? `Thesis "${t.title}" deleted, but the list could not be refreshed: ${failed}` : `Thesis "${t.title}" deleted.`,
+            failed ? 'error' : 'ok',
+          );
         },
       }),
     );
+    return article;
   }
   load();
   return card(
