@@ -266,8 +266,8 @@ function clampNote(w: BacktestWindow): string | null {
  * What to tell the operator when PostgreSQL refused the start (DATABASE_URL), from the pg
  * error (or its cause): a database that does not exist (SQLSTATE 3D000), refused credentials
  * (28P01, 28000), an unreachable server (ECONNREFUSED, ENOTFOUND, ETIMEDOUT, EHOSTUNREACH), a
- * server that does not answer the connection in time (stalled) or closes it (restarting);
- * null for anything else. PostgreSQL's own message is quoted: it names the database or role,
+ * server that does not answer the connection in time (stalled) or closes it (restarting), a
+ * server starting up or shutting down (57P03, 57P01, 57P02); null for anything else. PostgreSQL's own message is quoted: it names the database or role,
  * never a password.
  */
 function postgresStartProblem(err: unknown): string | null {
