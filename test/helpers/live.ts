@@ -106,16 +106,17 @@ export async function withLiveCore(fn: (ctx: LiveCoreContext) => Promise<void>):
   const upstream = await startUpstream();
   upstream.setToday(today);
   const dir = cutDataset(cut);
-  const core = await createCore(testConfig(liveEnv(upstream, dir)));
+  let core: Core | undefined;
   try {
-    await prepareCore(core);
+    const c = (core = await createCore(testConfig(liveEnv(upstream, dir))));
+    await prepareCore(c);
     const deps = (retries: number, over: Partial<IngestDeps>): IngestDeps => ({
-      ...ingestDepsOf(core, upstream.baseUrls, cut, () => today, retries),
+      ...ingestDepsOf(c, upstream.baseUrls, cut, () => today, retries),
       ...over,
     });
-    await fn({ core, upstream, cut, today, deps });
+    await fn({ core: c, upstream, cut, today, deps });
   } finally {
-    await core.stop();
+    await core?.stop();
     await upstream.close();
     rmSync(dir, { recursive: true, force: true });
   }
