@@ -161,13 +161,18 @@ test('serve on a PostgreSQL that refuses the start says why and what to do: no s
   }
 });
 
-test('serve on a PostgreSQL that accepts connections but never answers (stalled) fails within its connection bound, saying so', async () => {
-  // A listener that accepts and says nothing: what a stalled (SIGSTOPped) server looks like
-  // to a client. The start-up's connection waits at most 5 s (src/store/db.ts, the jobs pool).
+/**
+ * Runs `serve` against a fake PostgreSQL on loopback whose connections `onConnection` handles,
+ * and checks what every refused start shares: exit 1, one `Failed to start` line matching
+ * `expected`, no stack trace, no `{}` and never the password of DATABASE_URL. Closes the fake.
+ * @returns the run's stderr and how long it took, ms.
+ */
+async function serveAgainstFakePostgres(onConnection: (s: net.Socket) => void, expected: RegExp): Promise<{ stderr: string; ms: number }> {
   const sockets = new Set<net.Socket>();
   const server = net.createServer((s) => {
     sockets.add(s);
     s.on('error', () => {});
+    onConnection(s);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as net.AddressInfo).port;
@@ -179,89 +184,57 @@ test('serve on a PostgreSQL that accepts connections but never answers (stalled)
       PORT: '0',
     });
     assert.equal(r.code, 1, r.stderr);
-    assert.ok(Date.now() - started < 30_000, `exited after ${Date.now() - started} ms`);
-    assert.match(
-      r.stderr,
-      /^Failed to start: cannot connect to the PostgreSQL server in DATABASE_URL \(no answer in time\): check that it runs/m,
-      r.stderr,
-    );
+    assert.match(r.stderr, expected, r.stderr);
     assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
+    return { stderr: r.stderr, ms: Date.now() - started };
   } finally {
     for (const s of sockets) s.destroy();
     server.close();
   }
-});
-
-test('serve on a PostgreSQL that closes the connection during the start (restarting) says so, not "try again shortly ({})"', async () => {
-  // A listener that accepts and closes at once: a server going down, or a proxy without one behind it.
-  const server = net.createServer((s) => s.destroy());
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  try {
-    const r = await cli(['serve'], {
-      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${port}/market`,
-      AUTH_SECRET: 'x'.repeat(40),
-      PORT: '0',
-    });
-    assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, /^Failed to start: the PostgreSQL server in DATABASE_URL closed the connection during the start/m, r.stderr);
-    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
-  } finally {
-    server.close();
-  }
-});
+}
 
 /**
- * A fake PostgreSQL server on loopback that answers every client's start-up message with a
+ * A fake PostgreSQL connection handler that answers the client's start-up message with a
  * FATAL ErrorResponse of `sqlstate` and `message` (the protocol's 'E' message), then closes.
  */
-async function refusingPostgres(sqlstate: string, message: string): Promise<{ port: number; close(): void }> {
+function refuseWith(sqlstate: string, message: string): (s: net.Socket) => void {
   const field = (type: string, value: string) => Buffer.concat([Buffer.from(type), Buffer.from(value), Buffer.from([0])]);
   const fields = Buffer.concat([field('S', 'FATAL'), field('V', 'FATAL'), field('C', sqlstate), field('M', message), Buffer.from([0])]);
   const head = Buffer.alloc(5);
   head.write('E', 0);
   head.writeInt32BE(fields.length + 4, 1);
-  const server = net.createServer((s) => {
-    s.on('error', () => {});
-    s.once('data', () => s.end(Buffer.concat([head, fields])));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
+  return (s) => s.once('data', () => s.end(Buffer.concat([head, fields])));
 }
 
+test('serve on a PostgreSQL that accepts connections but never answers (stalled) fails within its connection bound, saying so', async () => {
+  // A listener that accepts and says nothing: what a stalled (SIGSTOPped) server looks like
+  // to a client. The start-up's connection waits at most 5 s (src/store/db.ts, the jobs pool).
+  const { ms } = await serveAgainstFakePostgres(
+    () => {},
+    /^Failed to start: cannot connect to the PostgreSQL server in DATABASE_URL \(no answer in time\): check that it runs/m,
+  );
+  assert.ok(ms < 30_000, `exited after ${ms} ms`);
+});
+
+test('serve on a PostgreSQL that closes the connection during the start (restarting) says so, not "try again shortly ({})"', async () => {
+  // A listener that accepts and closes at once: a server going down, or a proxy without one behind it.
+  await serveAgainstFakePostgres(
+    (s) => s.destroy(),
+    /^Failed to start: the PostgreSQL server in DATABASE_URL closed the connection during the start/m,
+  );
+});
+
 test('serve on a PostgreSQL that is starting up (57P03) says so and what to do, quoting PostgreSQL', async () => {
-  const pgFake = await refusingPostgres('57P03', 'the database system is starting up');
-  try {
-    const r = await cli(['serve'], {
-      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${pgFake.port}/market`,
-      AUTH_SECRET: 'x'.repeat(40),
-      PORT: '0',
-    });
-    assert.equal(r.code, 1, r.stderr);
-    assert.match(
-      r.stderr,
-      /^Failed to start: the PostgreSQL server in DATABASE_URL is not accepting connections now \(PostgreSQL: the database system is starting up\): start again once it is up$/m,
-      r.stderr,
-    );
-    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
-  } finally {
-    pgFake.close();
-  }
+  await serveAgainstFakePostgres(
+    refuseWith('57P03', 'the database system is starting up'),
+    /^Failed to start: the PostgreSQL server in DATABASE_URL is not accepting connections now \(PostgreSQL: the database system is starting up\): start again once it is up$/m,
+  );
 });
 
 test("serve on a PostgreSQL whose refusal has no advice of its own prints PostgreSQL's message and code (before: the error's JSON, without its message)", async () => {
   // 53300: too many connections, a dependency-down code without a message of the CLI's own.
-  const pgFake = await refusingPostgres('53300', 'sorry, too many clients already');
-  try {
-    const r = await cli(['serve'], {
-      DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${pgFake.port}/market`,
-      AUTH_SECRET: 'x'.repeat(40),
-      PORT: '0',
-    });
-    assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, /^Failed to start: .*try again shortly \(sorry, too many clients already \[53300\]\)$/m, r.stderr);
-    assert.doesNotMatch(r.stderr, /\{\}|pw-not-logged|\n\s+at /, r.stderr);
-  } finally {
-    pgFake.close();
-  }
+  await serveAgainstFakePostgres(
+    refuseWith('53300', 'sorry, too many clients already'),
+    /^Failed to start: .*try again shortly \(sorry, too many clients already \[53300\]\)$/m,
+  );
 });
