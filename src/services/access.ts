@@ -594,7 +594,12 @@ export class Access {
   /** The metering of a tier-quota request from its admission (see `meter`). */
   #admitted(a: Admission, caller: Caller, policy: Policy, deferred: Deferred | undefined): Metering | Promise<Metering> {
     if (a.kind !== 'ok') return this.#unsettled(a, caller, policy, deferred!);
-    if (!a.own.allowed) {
+    // When both the caller's own quota and the account ceiling ran out, the 429 is the one
+    // with the longer wait (README, "Tiers and rate limits": Retry-After is the wait after
+    // which a retry can succeed), e.g. the account's day over the key's minute.
+    const accountLonger =
+      a.account !== null && !a.account.allowed && (a.own.allowed || a.account.exceeded!.retryAfterSec > a.own.exceeded!.retryAfterSec);
+    if (!a.own.allowed && !accountLonger) {
       const x = a.own.exceeded!;
       const scope = caller.kind === 'anonymous' ? 'address' : caller.kind;
       return {
@@ -609,8 +614,8 @@ export class Access {
         ),
       };
     }
-    if (a.account && !a.account.allowed) {
-      const x = a.account.exceeded!;
+    if (accountLonger) {
+      const x = a.account!.exceeded!;
       return {
         limits: { ...a.own, allowed: false, exceeded: x },
         error: rateLimited(
