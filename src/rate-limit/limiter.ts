@@ -503,7 +503,8 @@ export class TierRateLimiter {
   ): LimitDecision {
     const lim = this.#limits[tier];
     const minuteUsed = minute ? Math.min(minute.consumedPoints, lim.minute) : 0;
-    const minuteReset = Math.ceil((minute?.msBeforeNext ?? 60_000) / 1000);
+    const minuteMs = minute?.msBeforeNext ?? 60_000;
+    const minuteReset = Math.ceil(minuteMs / 1000);
     const windows: LimitDecision['windows'] = [
       { window: 'minute', limit: lim.minute, remaining: Math.max(0, lim.minute - minuteUsed), resetSec: minuteReset },
     ];
@@ -525,7 +526,9 @@ export class TierRateLimiter {
       tier,
       limit: lim.minute,
       remaining: m.remaining,
-      reset: new Date(now.getTime() + m.resetSec * 1000),
+      // The window's end to the millisecond (as a 429's details.reset), not now + the
+      // rounded-up seconds, which moved on with every request of the same window.
+      reset: new Date(now.getTime() + minuteMs),
       exceeded,
       windows,
     };
