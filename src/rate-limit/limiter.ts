@@ -63,7 +63,10 @@ export interface Budget {
    * Counts `points` events (default 1) of `subject`; refused when they do not all fit in what
    * is left of the budget (nothing is then counted).
    */
-  consume(subject: string, points?: number): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
+  consume(
+    subject: string,
+    points?: number,
+  ): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number; resetMs: number }>;
   /** Whether `subject` has used up the budget, without counting anything. */
   exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }>;
   /** The budget's counter, for `TierRateLimiter.admit` and `check`. */
@@ -364,12 +367,18 @@ export class TierRateLimiter {
       async consume(subject, n = 1) {
         try {
           const r = await lim.consume(subject, n);
-          return { allowed: true, retryAfterSec: 0, remaining: r.remainingPoints, resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) };
+          return {
+            allowed: true,
+            retryAfterSec: 0,
+            remaining: r.remainingPoints,
+            resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)),
+            resetMs: Math.max(0, r.msBeforeNext),
+          };
         } catch (e) {
           if (e instanceof RateLimiterRes) {
             await lim.reward(subject, n).catch(() => {});
             const retryAfterSec = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
-            return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec };
+            return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec, resetMs: Math.max(0, e.msBeforeNext) };
           }
           throw e;
         }

@@ -515,25 +515,26 @@ export class Access {
 
   /** The limits and, when refused, the 429 of a per-minute budget decision (policy `user` or `dashboard`). */
   #budgetMetering(
-    b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number },
+    b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number; resetMs: number },
     tier: Tier,
     perMinute: number,
     message: (retryAfterSec: number) => string,
     scope?: QuotaScope,
   ): Metering {
-    const now = Date.now();
+    // The window's end to the millisecond: the same on every request of the window (not now +
+    // the rounded-up seconds), in X-RateLimit-Reset and a 429's details.reset alike.
+    const reset = new Date(Date.now() + b.resetMs);
     const limits: LimitDecision = {
       allowed: b.allowed,
       tier,
       limit: perMinute,
       remaining: b.remaining,
-      reset: new Date(now + b.resetSec * 1000),
+      reset,
       windows: [{ window: 'minute', limit: perMinute, remaining: b.remaining, resetSec: b.resetSec }],
     };
     if (b.allowed) return { limits, error: null };
-    const retryAt = new Date(now + b.retryAfterSec * 1000);
-    limits.exceeded = { window: 'minute', limit: perMinute, reset: retryAt, retryAfterSec: b.retryAfterSec };
-    return { limits, error: rateLimited(message(b.retryAfterSec), 'minute', perMinute, retryAt, b.retryAfterSec, scope) };
+    limits.exceeded = { window: 'minute', limit: perMinute, reset, retryAfterSec: b.retryAfterSec };
+    return { limits, error: rateLimited(message(b.retryAfterSec), 'minute', perMinute, reset, b.retryAfterSec, scope) };
   }
 
   /**

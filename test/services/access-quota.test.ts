@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Access, API_KEY_OR_USER, type Caller } from '../../src/services/access.ts';
+import { Access, API_KEY_OR_USER, type Caller, DASHBOARD_REQUESTS_PER_MINUTE, dashboardPolicy, PUBLIC } from '../../src/services/access.ts';
 import type { KeyService } from '../../src/services/keys.ts';
 import type { UsageTracker } from '../../src/services/usage.ts';
 import { TierRateLimiter } from '../../src/rate-limit/limiter.ts';
@@ -79,5 +79,25 @@ describe('Access.meter: own quota and account ceiling together', () => {
     assert.equal(m.error?.details?.scope, 'key');
     assert.equal(m.error?.details?.window, 'minute');
     assert.ok(Number(m.error?.details?.retry_after) <= 60);
+  });
+});
+
+describe('Access.meter: per-minute budgets (dashboard, key management)', () => {
+  test("the dashboard budget's reset is its window's end: the same on every request and on the 429", async (t) => {
+    t.mock.timers.enable({ apis: ['Date', 'setTimeout'], now: Date.parse('2025-01-01T12:00:00.250Z') });
+    const a = access();
+    const anon: Caller = { kind: 'anonymous', tier: 'unauthenticated', subject: 'ip:10.0.0.1' };
+    const policy = dashboardPolicy(PUBLIC);
+    const end = '2025-01-01T12:01:00.250Z'; // the window starts at the first request
+    for (let i = 0; i < DASHBOARD_REQUESTS_PER_MINUTE; i++) {
+      const m = await a.meter(anon, policy, '10.0.0.1');
+      assert.equal(m.error, null);
+      assert.equal(m.limits.reset.toISOString(), end, `request ${i + 1}`);
+      t.mock.timers.tick(137);
+    }
+    const refused = await a.meter(anon, policy, '10.0.0.1');
+    assert.equal(refused.error?.code, 'RATE_LIMITED');
+    assert.equal(refused.error?.details?.reset, end);
+    assert.equal(refused.limits.reset.toISOString(), end, 'X-RateLimit-Reset and details.reset agree');
   });
 });
