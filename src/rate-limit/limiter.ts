@@ -233,7 +233,11 @@ const batches = new WeakMap<Redis, AdmitBatch>();
  * since the caller's tier was read (`stale`: look the key up again).
  */
 export type Verdict =
-  { kind: 'blocked'; retryAfterSec: number } | { kind: 'revoked' } | { kind: 'stale'; epoch: string } | { kind: 'ok'; epoch: string };
+  /** `resetMs`: ms until the failed-auth budget's window ends. */
+  | { kind: 'blocked'; retryAfterSec: number; resetMs: number }
+  | { kind: 'revoked' }
+  | { kind: 'stale'; epoch: string }
+  | { kind: 'ok'; epoch: string };
 
 /** The outcome of `admit`. */
 export type Admission =
@@ -628,7 +632,10 @@ interface Used {
 function fromScript(out: (number | string)[], windows: { counter: Counter }[]): { verdict: Verdict; counts: Used[] } {
   const status = Number(out[0]);
   const epoch = String(out[1]);
-  if (status === 1) return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(Number(out[2]) / 1000)) }, counts: [] };
+  if (status === 1) {
+    const ms = Math.max(0, Number(out[2]));
+    return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(ms / 1000)), resetMs: ms }, counts: [] };
+  }
   if (status === 2) return { verdict: { kind: 'revoked' }, counts: [] };
   if (status === 3) return { verdict: { kind: 'stale', epoch }, counts: [] };
   const counts = windows.map((w, i) => {
@@ -647,7 +654,10 @@ function runInMemory(
     const c = failedAuth.budget.counter;
     const r = c.memory.get(`${c.keyPrefix}:${failedAuth.subject}`);
     if (r && (r.msBeforeNext > 0 || r.msBeforeNext === -1) && r.consumedPoints >= c.points)
-      return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) }, counts: [] };
+      return {
+        verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)), resetMs: Math.max(0, r.msBeforeNext) },
+        counts: [],
+      };
   }
   // Count first, then give back every window's point if one of them is over its limit: the
   // same outcome as checking all and counting only when none is over (nothing else runs in

@@ -413,14 +413,16 @@ export class Access {
           { budget: this.#authFailures, subject: address },
           { keyId: hit.caller.keyId, epoch: hit.epoch },
         );
-        if (v.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(v.retryAfterSec), limits: await peekAddress() };
+        if (v.kind === 'blocked')
+          return { ok: false, error: this.#tooManyFailures(v.retryAfterSec, v.resetMs), limits: await peekAddress() };
         if (v.kind === 'ok') return { ok: true, caller };
         this.#deps.keys.evict(hit.caller.keyId);
         if (v.kind === 'revoked') return this.#revoked(token, address);
         // stale: look the key up again, below.
       }
       const gate = await this.#deps.limiter.check({ budget: this.#authFailures, subject: address });
-      if (gate.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(gate.retryAfterSec), limits: await peekAddress() };
+      if (gate.kind === 'blocked')
+        return { ok: false, error: this.#tooManyFailures(gate.retryAfterSec, gate.resetMs), limits: await peekAddress() };
       if (gate.kind === 'ok') epoch = gate.epoch;
     }
     try {
@@ -438,7 +440,7 @@ export class Access {
   async #failed(e: ServiceError, address: string): Promise<Authentication & { ok: false }> {
     const limits = await this.#deps.limiter.peek(`ip:${address}`, 'unauthenticated');
     const budget = await this.#authFailures.consume(address);
-    return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec), limits };
+    return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec, budget.resetMs), limits };
   }
 
   /** A cached key found revoked (its Redis marker): refused as a failed authentication. */
@@ -447,12 +449,13 @@ export class Access {
     return this.#failed(keyRefusal(e, token), address);
   }
 
-  #tooManyFailures(retryAfterSec: number): ServiceError {
+  /** The 429 of the failed-auth budget; `resetMs`: ms until its window ends (details.reset, to the ms). */
+  #tooManyFailures(retryAfterSec: number, resetMs: number): ServiceError {
     return rateLimited(
       MESSAGES.tooManyFailures(retryAfterSec),
       'minute',
       AUTH_FAILURES_PER_MINUTE,
-      new Date(Date.now() + retryAfterSec * 1000),
+      new Date(Date.now() + resetMs),
       retryAfterSec,
       // The client address's own budget of failed authentications ran out (README, "Limits").
       'address',
@@ -641,7 +644,7 @@ export class Access {
    */
   async #unsettled(a: Exclude<Admission, { kind: 'ok' }>, caller: Caller, policy: Policy, deferred: Deferred): Promise<Metering> {
     const peekAddress = () => this.#deps.limiter.peek(`ip:${deferred.address}`, 'unauthenticated');
-    if (a.kind === 'blocked') return { limits: await peekAddress(), error: this.#tooManyFailures(a.retryAfterSec) };
+    if (a.kind === 'blocked') return { limits: await peekAddress(), error: this.#tooManyFailures(a.retryAfterSec, a.resetMs) };
     if (caller.kind === 'key') this.#deps.keys.evict(caller.keyId);
     if (a.kind === 'revoked') {
       const r = await this.#revoked(deferred.token, deferred.address);

@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Access, API_KEY_OR_USER, type Caller, DASHBOARD_REQUESTS_PER_MINUTE, dashboardPolicy, PUBLIC } from '../../src/services/access.ts';
+import { ServiceError } from '../../src/errors.ts';
+import {
+  Access,
+  API_KEY_OR_USER,
+  AUTH_FAILURES_PER_MINUTE,
+  type Caller,
+  DASHBOARD_REQUESTS_PER_MINUTE,
+  dashboardPolicy,
+  PUBLIC,
+} from '../../src/services/access.ts';
 import type { KeyService } from '../../src/services/keys.ts';
 import type { UsageTracker } from '../../src/services/usage.ts';
 import { TierRateLimiter } from '../../src/rate-limit/limiter.ts';
@@ -99,5 +108,35 @@ describe('Access.meter: per-minute budgets (dashboard, key management)', () => {
     assert.equal(refused.error?.code, 'RATE_LIMITED');
     assert.equal(refused.error?.details?.reset, end);
     assert.equal(refused.limits.reset.toISOString(), end, 'X-RateLimit-Reset and details.reset agree');
+  });
+});
+
+describe('Access.authenticate: the failed-authentication budget', () => {
+  test("its 429's details.reset is the minute's end (first counted failure + 60 s), the same on every refused request", async (t) => {
+    t.mock.timers.enable({ apis: ['Date', 'setTimeout'], now: Date.parse('2025-01-01T12:00:00.250Z') });
+    const a = new Access({
+      keys: {
+        cached: () => undefined,
+        authenticate: async () => {
+          throw new ServiceError('UNAUTHORIZED', 'no such key', { reason: 'unknown' });
+        },
+      } as unknown as KeyService,
+      limiter: new TierRateLimiter(null, `af${Math.random()}`),
+      usage: { record() {} } as unknown as UsageTracker,
+      userTier: async () => 'free',
+    });
+    const header = `Bearer svc_live_${'a'.repeat(38)}`;
+    const end = '2025-01-01T12:01:00.250Z';
+    for (let i = 0; i < AUTH_FAILURES_PER_MINUTE; i++) {
+      const r = await a.authenticate(header, PUBLIC, '10.0.0.2');
+      assert.ok(!r.ok && r.error.code === 'UNAUTHORIZED', `failure ${i + 1}`);
+      t.mock.timers.tick(137);
+    }
+    for (let i = 0; i < 3; i++) {
+      const r = await a.authenticate(header, PUBLIC, '10.0.0.2');
+      assert.ok(!r.ok && r.error.code === 'RATE_LIMITED');
+      assert.equal(r.error.details?.reset, end, `refusal ${i + 1}`);
+      t.mock.timers.tick(311);
+    }
   });
 });
