@@ -61,6 +61,27 @@ describe('TierRateLimiter (memory)', () => {
     assert.equal(d.windows.length, 1);
   });
 
+  test("the API tier's X-RateLimit-Reset is its minute window's end: the same on every request of the window and on the 429", async (t) => {
+    t.mock.timers.enable({ apis: ['Date', 'setTimeout'], now: Date.parse('2025-01-01T12:00:00.250Z') });
+    const l = new TierRateLimiter(null, `t${Math.random()}`);
+    const end = '2025-01-01T12:01:00.250Z'; // the window starts at the first request
+    const at = () => new Date(Date.now());
+    const first = await l.admit({ subject: 'key:api', tier: 'api', now: at() });
+    assert.ok(first.kind === 'ok');
+    assert.equal(rateLimitHeaders(first.own)['X-RateLimit-Reset'], end);
+    for (let i = 1; i < 500; i++) {
+      t.mock.timers.tick(37); // 499 × 37 ms = 18.5 s: inside the minute
+      const a = await l.admit({ subject: 'key:api', tier: 'api', now: at() });
+      assert.ok(a.kind === 'ok' && a.own.allowed);
+      assert.equal(rateLimitHeaders(a.own)['X-RateLimit-Reset'], end, `request ${i + 1}`);
+    }
+    t.mock.timers.tick(400);
+    const refused = await l.admit({ subject: 'key:api', tier: 'api', now: at() });
+    assert.ok(refused.kind === 'ok' && !refused.own.allowed);
+    assert.equal(refused.own.exceeded!.reset.toISOString(), end);
+    assert.equal(rateLimitHeaders(refused.own)['X-RateLimit-Reset'], end, 'the header and details.reset agree');
+  });
+
   test('next UTC midnight', () => {
     assert.equal(nextUtcMidnight(new Date('2025-12-31T23:59:59Z')).toISOString(), '2026-01-01T00:00:00.000Z');
   });

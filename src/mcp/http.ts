@@ -345,7 +345,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
               `Too many MCP messages other than tools/call: at most ${control.cap} per minute on the ${caller.tier} tier, each message of a batch counted; retry in ${b.retryAfterSec} s (a client that stays connected sends initialize and tools/list once, not before every call)`,
               'minute',
               control.cap,
-              new Date(Date.now() + b.resetSec * 1000),
+              new Date(Date.now() + b.resetMs),
               b.retryAfterSec,
               'mcp-control',
             );

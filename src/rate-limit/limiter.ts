@@ -63,7 +63,10 @@ export interface Budget {
    * Counts `points` events (default 1) of `subject`; refused when they do not all fit in what
    * is left of the budget (nothing is then counted).
    */
-  consume(subject: string, points?: number): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number }>;
+  consume(
+    subject: string,
+    points?: number,
+  ): Promise<{ allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number; resetMs: number }>;
   /** Whether `subject` has used up the budget, without counting anything. */
   exhausted(subject: string): Promise<{ exhausted: boolean; retryAfterSec: number }>;
   /** The budget's counter, for `TierRateLimiter.admit` and `check`. */
@@ -230,7 +233,11 @@ const batches = new WeakMap<Redis, AdmitBatch>();
  * since the caller's tier was read (`stale`: look the key up again).
  */
 export type Verdict =
-  { kind: 'blocked'; retryAfterSec: number } | { kind: 'revoked' } | { kind: 'stale'; epoch: string } | { kind: 'ok'; epoch: string };
+  /** `resetMs`: ms until the failed-auth budget's window ends. */
+  | { kind: 'blocked'; retryAfterSec: number; resetMs: number }
+  | { kind: 'revoked' }
+  | { kind: 'stale'; epoch: string }
+  | { kind: 'ok'; epoch: string };
 
 /** The outcome of `admit`. */
 export type Admission =
@@ -364,12 +371,18 @@ export class TierRateLimiter {
       async consume(subject, n = 1) {
         try {
           const r = await lim.consume(subject, n);
-          return { allowed: true, retryAfterSec: 0, remaining: r.remainingPoints, resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) };
+          return {
+            allowed: true,
+            retryAfterSec: 0,
+            remaining: r.remainingPoints,
+            resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)),
+            resetMs: Math.max(0, r.msBeforeNext),
+          };
         } catch (e) {
           if (e instanceof RateLimiterRes) {
             await lim.reward(subject, n).catch(() => {});
             const retryAfterSec = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
-            return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec };
+            return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec, resetMs: Math.max(0, e.msBeforeNext) };
           }
           throw e;
         }
@@ -503,7 +516,8 @@ export class TierRateLimiter {
   ): LimitDecision {
     const lim = this.#limits[tier];
     const minuteUsed = minute ? Math.min(minute.consumedPoints, lim.minute) : 0;
-    const minuteReset = Math.ceil((minute?.msBeforeNext ?? 60_000) / 1000);
+    const minuteMs = minute?.msBeforeNext ?? 60_000;
+    const minuteReset = Math.ceil(minuteMs / 1000);
     const windows: LimitDecision['windows'] = [
       { window: 'minute', limit: lim.minute, remaining: Math.max(0, lim.minute - minuteUsed), resetSec: minuteReset },
     ];
@@ -525,7 +539,9 @@ export class TierRateLimiter {
       tier,
       limit: lim.minute,
       remaining: m.remaining,
-      reset: new Date(now.getTime() + m.resetSec * 1000),
+      // The window's end to the millisecond (as a 429's details.reset), not now + the
+      // rounded-up seconds, which moved on with every request of the same window.
+      reset: new Date(now.getTime() + minuteMs),
       exceeded,
       windows,
     };
@@ -616,7 +632,10 @@ interface Used {
 function fromScript(out: (number | string)[], windows: { counter: Counter }[]): { verdict: Verdict; counts: Used[] } {
   const status = Number(out[0]);
   const epoch = String(out[1]);
-  if (status === 1) return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(Number(out[2]) / 1000)) }, counts: [] };
+  if (status === 1) {
+    const ms = Math.max(0, Number(out[2]));
+    return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(ms / 1000)), resetMs: ms }, counts: [] };
+  }
   if (status === 2) return { verdict: { kind: 'revoked' }, counts: [] };
   if (status === 3) return { verdict: { kind: 'stale', epoch }, counts: [] };
   const counts = windows.map((w, i) => {
@@ -635,7 +654,10 @@ function runInMemory(
     const c = failedAuth.budget.counter;
     const r = c.memory.get(`${c.keyPrefix}:${failedAuth.subject}`);
     if (r && (r.msBeforeNext > 0 || r.msBeforeNext === -1) && r.consumedPoints >= c.points)
-      return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)) }, counts: [] };
+      return {
+        verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)), resetMs: Math.max(0, r.msBeforeNext) },
+        counts: [],
+      };
   }
   // Count first, then give back every window's point if one of them is over its limit: the
   // same outcome as checking all and counting only when none is over (nothing else runs in

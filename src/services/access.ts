@@ -413,14 +413,16 @@ export class Access {
           { budget: this.#authFailures, subject: address },
           { keyId: hit.caller.keyId, epoch: hit.epoch },
         );
-        if (v.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(v.retryAfterSec), limits: await peekAddress() };
+        if (v.kind === 'blocked')
+          return { ok: false, error: this.#tooManyFailures(v.retryAfterSec, v.resetMs), limits: await peekAddress() };
         if (v.kind === 'ok') return { ok: true, caller };
         this.#deps.keys.evict(hit.caller.keyId);
         if (v.kind === 'revoked') return this.#revoked(token, address);
         // stale: look the key up again, below.
       }
       const gate = await this.#deps.limiter.check({ budget: this.#authFailures, subject: address });
-      if (gate.kind === 'blocked') return { ok: false, error: this.#tooManyFailures(gate.retryAfterSec), limits: await peekAddress() };
+      if (gate.kind === 'blocked')
+        return { ok: false, error: this.#tooManyFailures(gate.retryAfterSec, gate.resetMs), limits: await peekAddress() };
       if (gate.kind === 'ok') epoch = gate.epoch;
     }
     try {
@@ -438,7 +440,7 @@ export class Access {
   async #failed(e: ServiceError, address: string): Promise<Authentication & { ok: false }> {
     const limits = await this.#deps.limiter.peek(`ip:${address}`, 'unauthenticated');
     const budget = await this.#authFailures.consume(address);
-    return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec), limits };
+    return { ok: false, error: budget.allowed ? e : this.#tooManyFailures(budget.retryAfterSec, budget.resetMs), limits };
   }
 
   /** A cached key found revoked (its Redis marker): refused as a failed authentication. */
@@ -447,12 +449,13 @@ export class Access {
     return this.#failed(keyRefusal(e, token), address);
   }
 
-  #tooManyFailures(retryAfterSec: number): ServiceError {
+  /** The 429 of the failed-auth budget; `resetMs`: ms until its window ends (details.reset, to the ms). */
+  #tooManyFailures(retryAfterSec: number, resetMs: number): ServiceError {
     return rateLimited(
       MESSAGES.tooManyFailures(retryAfterSec),
       'minute',
       AUTH_FAILURES_PER_MINUTE,
-      new Date(Date.now() + retryAfterSec * 1000),
+      new Date(Date.now() + resetMs),
       retryAfterSec,
       // The client address's own budget of failed authentications ran out (README, "Limits").
       'address',
@@ -515,25 +518,26 @@ export class Access {
 
   /** The limits and, when refused, the 429 of a per-minute budget decision (policy `user` or `dashboard`). */
   #budgetMetering(
-    b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number },
+    b: { allowed: boolean; retryAfterSec: number; remaining: number; resetSec: number; resetMs: number },
     tier: Tier,
     perMinute: number,
     message: (retryAfterSec: number) => string,
     scope?: QuotaScope,
   ): Metering {
-    const now = Date.now();
+    // The window's end to the millisecond: the same on every request of the window (not now +
+    // the rounded-up seconds), in X-RateLimit-Reset and a 429's details.reset alike.
+    const reset = new Date(Date.now() + b.resetMs);
     const limits: LimitDecision = {
       allowed: b.allowed,
       tier,
       limit: perMinute,
       remaining: b.remaining,
-      reset: new Date(now + b.resetSec * 1000),
+      reset,
       windows: [{ window: 'minute', limit: perMinute, remaining: b.remaining, resetSec: b.resetSec }],
     };
     if (b.allowed) return { limits, error: null };
-    const retryAt = new Date(now + b.retryAfterSec * 1000);
-    limits.exceeded = { window: 'minute', limit: perMinute, reset: retryAt, retryAfterSec: b.retryAfterSec };
-    return { limits, error: rateLimited(message(b.retryAfterSec), 'minute', perMinute, retryAt, b.retryAfterSec, scope) };
+    limits.exceeded = { window: 'minute', limit: perMinute, reset, retryAfterSec: b.retryAfterSec };
+    return { limits, error: rateLimited(message(b.retryAfterSec), 'minute', perMinute, reset, b.retryAfterSec, scope) };
   }
 
   /**
@@ -594,7 +598,12 @@ export class Access {
   /** The metering of a tier-quota request from its admission (see `meter`). */
   #admitted(a: Admission, caller: Caller, policy: Policy, deferred: Deferred | undefined): Metering | Promise<Metering> {
     if (a.kind !== 'ok') return this.#unsettled(a, caller, policy, deferred!);
-    if (!a.own.allowed) {
+    // When both the caller's own quota and the account ceiling ran out, the 429 is the one
+    // with the longer wait (README, "Tiers and rate limits": Retry-After is the wait after
+    // which a retry can succeed), e.g. the account's day over the key's minute.
+    const accountLonger =
+      a.account !== null && !a.account.allowed && (a.own.allowed || a.account.exceeded!.retryAfterSec > a.own.exceeded!.retryAfterSec);
+    if (!a.own.allowed && !accountLonger) {
       const x = a.own.exceeded!;
       const scope = caller.kind === 'anonymous' ? 'address' : caller.kind;
       return {
@@ -609,8 +618,8 @@ export class Access {
         ),
       };
     }
-    if (a.account && !a.account.allowed) {
-      const x = a.account.exceeded!;
+    if (accountLonger) {
+      const x = a.account!.exceeded!;
       return {
         limits: { ...a.own, allowed: false, exceeded: x },
         error: rateLimited(
@@ -635,7 +644,7 @@ export class Access {
    */
   async #unsettled(a: Exclude<Admission, { kind: 'ok' }>, caller: Caller, policy: Policy, deferred: Deferred): Promise<Metering> {
     const peekAddress = () => this.#deps.limiter.peek(`ip:${deferred.address}`, 'unauthenticated');
-    if (a.kind === 'blocked') return { limits: await peekAddress(), error: this.#tooManyFailures(a.retryAfterSec) };
+    if (a.kind === 'blocked') return { limits: await peekAddress(), error: this.#tooManyFailures(a.retryAfterSec, a.resetMs) };
     if (caller.kind === 'key') this.#deps.keys.evict(caller.keyId);
     if (a.kind === 'revoked') {
       const r = await this.#revoked(deferred.token, deferred.address);
