@@ -100,8 +100,8 @@ function providerGetter(
  * message saying which document and why (for the log), and for `retryMs` (IDP_RETRY_MS)
  * afterwards tokens that need that document are refused the same way without a new request.
  * @returns a checker whose `verify(token)` resolves to `{sub, email, sid}` (sid from the `sid`
- *   claim, or null; email from the `email`
- *   claim, or null) or rejects with AuthError.
+ *   claim, or null; email from the `email` claim, or null, also when `email_verified` is
+ *   false) or rejects with AuthError.
  */
 export function createJwtVerifier(opts: { issuer: string; audience: string; jwks?: JWTVerifyGetKey; retryMs?: number }): JwtCheck {
   let keys: Promise<JWTVerifyGetKey> | null = opts.jwks ? Promise.resolve(opts.jwks) : null;
@@ -156,7 +156,10 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
         if (typeof payload.sub !== 'string' || payload.sub === '') throw new AuthError('Invalid token subject');
         return {
           sub: payload.sub,
-          email: typeof payload.email === 'string' ? payload.email : null,
+          // A provider that says the address is not verified (OpenID Connect Core 1.0 §5.1,
+          // `email_verified: false`) gives no email: the operator's `users set-tier EMAIL` must
+          // not reach an account that merely claims someone's address.
+          email: typeof payload.email === 'string' && payload.email_verified !== false ? payload.email : null,
           sid: typeof payload.sid === 'string' && payload.sid !== '' ? payload.sid : null,
         };
       } catch (e) {

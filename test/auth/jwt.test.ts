@@ -120,6 +120,9 @@ test('refuses tokens whose sub is missing or not a string', async () => {
       .setExpirationTime('5m')
       .sign(pair.privateKey);
   assert.equal((await v.verify(await sign({ sub: 'ok' }))).email, null);
+  // An address the provider says it has not verified is not taken as the user's email.
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: false }))).email, null);
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: true }))).email, 'alice@corp.example');
   await refused(await sign({}), v);
   await refused(await sign({ sub: 42 }), v);
   await refused(await sign({ sub: '' }), v);
