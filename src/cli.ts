@@ -578,7 +578,15 @@ function program(): Command {
         process.stderr.write(`${noUserMessage(cfg, email, r.via === 'none')}\n`);
         process.exitCode = 1;
       } else {
-        process.stdout.write(`${email}: tier set to ${tier}${r.via === 'the running service' ? ' (by the running service)' : ''}\n`);
+        const accounts = r.users > 1 ? ` for ${r.users} accounts` : '';
+        process.stdout.write(
+          `${email}: tier set to ${tier}${accounts}${r.via === 'the running service' ? ' (by the running service)' : ''}\n`,
+        );
+        // With an external provider several users (several `sub`s) may carry the same `email` claim.
+        if (r.users > 1 && tier !== 'free')
+          process.stderr.write(
+            `note: ${r.users} accounts have the email ${email} (users are told apart by their identity provider's \`sub\`), and all of them now have the ${tier} plan: check that each is your customer's\n`,
+          );
         // Anyone can sign up under any address with the embedded provider (it sends no email).
         if (!cfg.AUTH_ISSUER && tier !== 'free')
           process.stderr.write(

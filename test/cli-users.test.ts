@@ -68,6 +68,19 @@ test('users set-tier sets the plan of a registered user who has no key yet; an u
   });
   assert.equal(external.code, 1);
   assert.match(external.stderr, /external identity provider .*JWT's `sub`.*first key or thesis/);
+  // Two users of an external provider (two `sub`s) whose tokens carried the same email claim:
+  // both are changed, and the command says so instead of reporting one upgrade.
+  const shared = await openDatabase({ pgliteDir });
+  await new UserRepo(shared.db).ensureUser('ext-sub-1', 'shared@example.com');
+  await new UserRepo(shared.db).ensureUser('ext-sub-2', 'shared@example.com');
+  await shared.close();
+  const two = await cli(['users', 'set-tier', 'shared@example.com', 'pro'], {
+    PGLITE_DIR: pgliteDir,
+    AUTH_ISSUER: 'https://idp.example.com',
+  });
+  assert.equal(two.code, 0, two.stderr);
+  assert.match(two.stdout, /^shared@example\.com: tier set to pro for 2 accounts$/m);
+  assert.match(two.stderr, /^note: 2 accounts have the email shared@example\.com .*check that each is your customer's/m);
 
   const again = await openDatabase({ pgliteDir });
   try {

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { base64url, createLocalJWKSet, exportJWK, exportSPKI, generateKeyPair, importJWK, SignJWT } from 'jose';
 import { localJwks } from '../../src/auth/identity.ts';
-import { AuthError, createJwtVerifier, IdentityProviderUnavailableError } from '../../src/auth/jwt.ts';
+import { AuthError, createJwtVerifier, IDP_RETRY_MS, IdentityProviderUnavailableError } from '../../src/auth/jwt.ts';
 import type { JwtCheck } from '../../src/auth/jwt.ts';
 import { startTestIdp, type TestIdp } from '../helpers/idp.ts';
 
@@ -120,6 +120,9 @@ test('refuses tokens whose sub is missing or not a string', async () => {
       .setExpirationTime('5m')
       .sign(pair.privateKey);
   assert.equal((await v.verify(await sign({ sub: 'ok' }))).email, null);
+  // An address the provider says it has not verified is not taken as the user's email.
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: false }))).email, null);
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: true }))).email, 'alice@corp.example');
   await refused(await sign({}), v);
   await refused(await sign({ sub: 42 }), v);
   await refused(await sign({ sub: '' }), v);
@@ -134,7 +137,7 @@ test('refuses everything when discovery fails or the discovered issuer differs',
   await refused(await idp.token('u'), dead);
 });
 
-test('a failed discovery is retried on the next call', async () => {
+test('a failed discovery is retried on the next call (retryMs 0)', async () => {
   // An issuer whose discovery answers 503 once, then a document pointing at the test IdP's JWKS.
   let calls = 0;
   const server = http.createServer((_req, res) => {
@@ -150,7 +153,7 @@ test('a failed discovery is retried on the next call', async () => {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   try {
-    const v = createJwtVerifier({ issuer, audience: idp.audience });
+    const v = createJwtVerifier({ issuer, audience: idp.audience, retryMs: 0 });
     const token = await idp.token('user-9', { iss: issuer });
     await refused(token, v);
     assert.equal((await v.verify(token)).sub, 'user-9');
@@ -185,4 +188,98 @@ test('a JWKS read in process that fails (the database down) is "unavailable", no
   await assert.rejects(v.verify(token), (e: unknown) => e instanceof IdentityProviderUnavailableError);
   down = false;
   assert.equal((await v.verify(token)).sub, 'u1');
+});
+
+/**
+ * An issuer whose discovery points at its own JWKS, which answers as `mode` says: the test
+ * IdP's key (`ok`), HTTP 500, a body that is not JSON, or JSON that is not a JWKS.
+ */
+async function flakyIssuer(): Promise<{
+  issuer: string;
+  mode: { jwks: string; issuer?: string };
+  hits: { jwks: number };
+  close(): Promise<void>;
+}> {
+  const mode: { jwks: string; issuer?: string } = { jwks: 'ok' };
+  const hits = { jwks: 0 };
+  let issuer = '';
+  const server = http.createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (req.url === '/.well-known/openid-configuration') {
+      res.end(JSON.stringify({ issuer: mode.issuer ?? issuer, jwks_uri: `${issuer}/jwks` }));
+      return;
+    }
+    hits.jwks++;
+    if (mode.jwks === '500') {
+      res.statusCode = 500;
+      res.end('{"error":"oops"}');
+    } else if (mode.jwks === 'html') res.end('<html>maintenance</html>');
+    else if (mode.jwks === 'not-jwks') res.end('{"hello":"world"}');
+    else res.end(JSON.stringify({ keys: [idp.publicJwk] }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { issuer, mode, hits, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+test('a JWKS that answers 500, a body that is not JSON or JSON that is not a JWKS is "unavailable" (503), not an invalid token; then it recovers', async () => {
+  const f = await flakyIssuer();
+  try {
+    for (const [mode, why] of [
+      ['500', /HTTP 500/],
+      ['html', /not JSON/],
+      ['not-jwks', /not a JWKS/],
+    ] as const) {
+      f.mode.jwks = mode;
+      const v = createJwtVerifier({ issuer: f.issuer, audience: idp.audience, retryMs: 0 });
+      const token = await idp.token('user-5', { iss: f.issuer });
+      await assert.rejects(v.verify(token), (e: unknown) => {
+        assert.ok(e instanceof IdentityProviderUnavailableError, `${mode}: expected unavailable, got ${String(e)}`);
+        // For the log: which document and why; never the token.
+        assert.match(e.message, /JWKS/);
+        assert.match(e.message, why);
+        assert.ok(!e.message.includes(token.split('.')[1]!));
+        return true;
+      });
+      f.mode.jwks = 'ok';
+      assert.equal((await v.verify(token)).sub, 'user-5', `${mode}: recovers once the JWKS answers`);
+    }
+  } finally {
+    await f.close();
+  }
+});
+
+test('after a failed JWKS fetch the provider is not asked again for retryMs, whatever the traffic', async () => {
+  const f = await flakyIssuer();
+  try {
+    f.mode.jwks = '500';
+    const v = createJwtVerifier({ issuer: f.issuer, audience: idp.audience, retryMs: 300 });
+    const token = await idp.token('user-6', { iss: f.issuer });
+    for (let i = 0; i < 20; i++) await assert.rejects(v.verify(token), (e: unknown) => e instanceof IdentityProviderUnavailableError);
+    assert.equal(f.hits.jwks, 1, 'one JWKS request for 20 tokens within retryMs');
+    f.mode.jwks = 'ok';
+    await assert.rejects(v.verify(token), (e: unknown) => e instanceof IdentityProviderUnavailableError);
+    await new Promise((r) => setTimeout(r, 350));
+    assert.equal((await v.verify(token)).sub, 'user-6');
+    assert.equal(f.hits.jwks, 2);
+    assert.equal(IDP_RETRY_MS, 5000);
+  } finally {
+    await f.close();
+  }
+});
+
+test('a discovery document with another issuer is "unavailable", and the message names both issuers', async () => {
+  const f = await flakyIssuer();
+  try {
+    // The usual mistake: AUTH_ISSUER without the trailing slash the provider's issuer has.
+    f.mode.issuer = `${f.issuer}/`;
+    const v = createJwtVerifier({ issuer: f.issuer, audience: idp.audience });
+    await assert.rejects(v.verify(await idp.token('u', { iss: f.issuer })), (e: unknown) => {
+      assert.ok(e instanceof IdentityProviderUnavailableError);
+      assert.ok(e.message.includes(`"${f.issuer}/"`) && e.message.includes(`AUTH_ISSUER "${f.issuer}"`), e.message);
+      return true;
+    });
+  } finally {
+    await f.close();
+  }
 });
