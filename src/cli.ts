@@ -266,7 +266,7 @@ function clampNote(w: BacktestWindow): string | null {
  * What to tell the operator when PostgreSQL refused the start (DATABASE_URL), from the pg
  * error (or its cause): a database that does not exist (SQLSTATE 3D000), refused credentials
  * (28P01, 28000), an unreachable server (ECONNREFUSED, ENOTFOUND, ETIMEDOUT, EHOSTUNREACH), a
- * server that does not answer the connection in time (stalled) or closes it (restarting), a
+ * server that does not answer the connection in time (stalled) or closes or resets it (restarting), a
  * server starting up or shutting down (57P03, 57P01, 57P02); null for anything else. PostgreSQL's own message is quoted: it names the database or role,
  * never a password.
  */
@@ -292,7 +292,8 @@ function postgresStartProblem(err: unknown): string | null {
       return 'cannot connect to the PostgreSQL server in DATABASE_URL (no answer in time): check that it runs and that the host and port in DATABASE_URL are right';
     // The server (or a proxy in front of it) closed the connection before the start was done:
     // restarting, or shutting down.
-    if (typeof e.message === 'string' && /^Connection terminated( unexpectedly)?$/.test(e.message))
+    // A reset (ECONNRESET) is the same close when the client's start-up message was still unread.
+    if (code === 'ECONNRESET' || (typeof e.message === 'string' && /^Connection terminated( unexpectedly)?$/.test(e.message)))
       return 'the PostgreSQL server in DATABASE_URL closed the connection during the start (restarting, or a proxy without a server behind it?): check that it runs and start again';
     if (['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code))
       return `cannot connect to the PostgreSQL server in DATABASE_URL (${code}): check that it runs and that the host and port in DATABASE_URL are right`;

@@ -217,11 +217,14 @@ test('serve on a PostgreSQL that accepts connections but never answers (stalled)
 });
 
 test('serve on a PostgreSQL that closes the connection during the start (restarting) says so, not "try again shortly ({})"', async () => {
-  // A listener that accepts and closes at once: a server going down, or a proxy without one behind it.
-  await serveAgainstFakePostgres(
-    (s) => s.destroy(),
-    /^Failed to start: the PostgreSQL server in DATABASE_URL closed the connection during the start/m,
-  );
+  // A listener that reads the start-up message and closes (FIN) or resets (RST, as a close with
+  // the message still unread does): a server going down, or a proxy without one behind it.
+  for (const close of [(s: net.Socket) => s.end(), (s: net.Socket) => s.resetAndDestroy()]) {
+    await serveAgainstFakePostgres(
+      (s) => s.once('data', () => close(s)),
+      /^Failed to start: the PostgreSQL server in DATABASE_URL closed the connection during the start/m,
+    );
+  }
 });
 
 test('serve on a PostgreSQL that is starting up (57P03) says so and what to do, quoting PostgreSQL', async () => {
