@@ -190,6 +190,8 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     await thesis.getByRole('button', { name: /Delete thesis/ }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Delete thesis' }).click();
     await page.waitForFunction((t) => !document.querySelector(`[data-thesis-id="${t}"]`), id);
+    // The article goes at once; the message comes once the list has been read again.
+    await page.getByText('Thesis "BTC stays above 1 USD" deleted.').waitFor();
     const focused = await page.evaluate(() => ({ cls: document.activeElement?.className, text: document.activeElement?.textContent }));
     assert.deepEqual(focused, { cls: 'msg ok', text: 'Thesis "BTC stays above 1 USD" deleted.' });
     assert.deepEqual(errors, []);
