@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT_DIR } from '../src/config.ts';
-import { DATABASE_DOWN_MESSAGE, type ErrorCode } from '../src/errors.ts';
+import { DATABASE_DOWN_MESSAGE, type ErrorCode, unavailable } from '../src/errors.ts';
 import type { Caller } from '../src/services/access.ts';
 import * as ops from '../src/services/operations/index.ts';
 import type { Operation } from '../src/services/operation.ts';
@@ -138,7 +138,8 @@ try {
     details: { max_theses: MAX_THESES },
   };
   errors.INTERNAL_ERROR = { code: 'INTERNAL_ERROR', message: 'Internal server error' };
-  errors.SERVICE_UNAVAILABLE = { code: 'SERVICE_UNAVAILABLE', message: DATABASE_DOWN_MESSAGE };
+  const down = unavailable(DATABASE_DOWN_MESSAGE);
+  errors.SERVICE_UNAVAILABLE = { code: down.code, message: down.message, details: down.details };
   const ok = await call('/api/v1/regime');
   const meta = {
     timestamp: FIXED_TIME,

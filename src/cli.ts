@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { PLAN_TIERS, type PlanTier } from './auth/tiers.ts';
 import { type Config, ConfigError, loadConfig, ROOT_DIR } from './config.ts';
-import { isDependencyDown, loggableError, SAME_CTRL_C_MS, ServiceError, StartupStopped, unexpectedError } from './errors.ts';
+import { causes, isDependencyDown, loggableError, SAME_CTRL_C_MS, ServiceError, StartupStopped, unexpectedError } from './errors.ts';
 import type { Coordination } from './store/db.ts';
 import type { BacktestWindow } from './services/backtest.ts';
 // Everything else is imported by the command that needs it (start-up time: `mcp --stdio`
@@ -271,13 +271,9 @@ function clampNote(w: BacktestWindow): string | null {
  * never a password.
  */
 function postgresStartProblem(err: unknown): string | null {
-  for (
-    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
-    e && depth < 4;
-    e = e.cause as typeof e, depth++
-  ) {
-    const code = typeof e.code === 'string' ? e.code : '';
-    const said = typeof e.message === 'string' && e.message ? ` (PostgreSQL: ${e.message})` : '';
+  for (const e of causes(err)) {
+    const { code } = e;
+    const said = e.message ? ` (PostgreSQL: ${e.message})` : '';
     if (code === '3D000')
       return `the database named in DATABASE_URL does not exist${said}: create it (createdb <name>) or fix DATABASE_URL`;
     if (code === '28P01' || code === '28000')
@@ -285,15 +281,12 @@ function postgresStartProblem(err: unknown): string | null {
     // pg-pool: "timeout exceeded when trying to connect" (no free connection in time) or, for a
     // server that accepts the connection but never answers (stalled), "Connection terminated
     // due to connection timeout".
-    if (
-      typeof e.message === 'string' &&
-      /timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(e.message)
-    )
+    if (/timeout exceeded when trying to connect|Connection terminated due to connection timeout/i.test(e.message))
       return 'cannot connect to the PostgreSQL server in DATABASE_URL (no answer in time): check that it runs and that the host and port in DATABASE_URL are right';
     // The server (or a proxy in front of it) closed the connection before the start was done:
     // restarting, or shutting down.
     // A reset (ECONNRESET) is the same close when the client's start-up message was still unread.
-    if (code === 'ECONNRESET' || (typeof e.message === 'string' && /^Connection terminated( unexpectedly)?$/.test(e.message)))
+    if (code === 'ECONNRESET' || /^Connection terminated( unexpectedly)?$/.test(e.message))
       return 'the PostgreSQL server in DATABASE_URL closed the connection during the start (restarting, or a proxy without a server behind it?): check that it runs and start again';
     if (['ECONNREFUSED', 'ENOTFOUND', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code))
       return `cannot connect to the PostgreSQL server in DATABASE_URL (${code}): check that it runs and that the host and port in DATABASE_URL are right`;
@@ -312,13 +305,12 @@ function postgresStartProblem(err: unknown): string | null {
  */
 function dependencyErrorText(err: unknown): string {
   const parts: string[] = [];
-  type Link = { code?: unknown; message?: unknown; cause?: unknown } | undefined;
-  for (let e = err as Link, depth = 0; e && depth < 4; depth++) {
-    const shown = loggableError(e) as Link & object;
-    const code = typeof shown.code === 'string' ? ` [${shown.code}]` : '';
-    if (typeof shown.message === 'string' && shown.message) parts.push(`${shown.message}${code}`);
-    // A failed query is summarised by loggableError, its cause included.
-    e = shown === e ? (e.cause as Link) : undefined;
+  for (const link of causes(err)) {
+    const shown = loggableError(link.error);
+    // A failed query is summarised by loggableError, its cause included: the walk ends there.
+    const { code, message } = shown === link.error ? link : causes(shown, 1).next().value!;
+    if (message) parts.push(`${message}${code ? ` [${code}]` : ''}`);
+    if (shown !== link.error) break;
   }
   return parts.join(': ') || String(err);
 }

@@ -155,19 +155,31 @@ const DB_DOWN_CODES = new Set([
   '28P01',
 ]);
 
+/** One link of an error's cause chain as `causes` yields it: its `code` and `message` ('' when not strings) and the link itself. */
+export interface CauseLink {
+  code: string;
+  message: string;
+  error: object;
+}
+
+/**
+ * `err` and its causes (`cause`, e.g. a DrizzleQueryError, then the pg error inside it),
+ * outermost first, at most `max` links (a cycle or a very deep chain ends there); stops at the
+ * first link that is not an object.
+ */
+export function* causes(err: unknown, max = 4): Generator<CauseLink> {
+  let e = err as { code?: unknown; message?: unknown; cause?: unknown } | null | undefined;
+  for (let depth = 0; e && typeof e === 'object' && depth < max; depth++, e = e.cause as typeof e)
+    yield { code: typeof e.code === 'string' ? e.code : '', message: typeof e.message === 'string' ? e.message : '', error: e };
+}
+
 /**
  * True when `err` (or its cause, e.g. a DrizzleQueryError around a pg error) says a
  * dependency is down rather than that the request or the code is wrong: such errors are
  * answered 503 SERVICE_UNAVAILABLE, not 500.
  */
 export function isDependencyDown(err: unknown): boolean {
-  for (
-    let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
-    e && depth < 4;
-    e = e.cause as typeof e, depth++
-  ) {
-    const code = typeof e.code === 'string' ? e.code : '';
-    const msg = typeof e.message === 'string' ? e.message : '';
+  for (const { code, message: msg } of causes(err)) {
     if (DB_DOWN_CODES.has(code) || /^(08|53)/.test(code)) return true;
     // ALTER DATABASE ... ALLOW_CONNECTIONS false (55000 is otherwise a programming error).
     if (code === '55000' && /not currently accepting connections/i.test(msg)) return true;
@@ -198,12 +210,44 @@ export function loggableError(err: unknown): unknown {
 export const DATABASE_DOWN_MESSAGE = 'The service cannot reach its database; try again shortly';
 
 /**
+ * How long a client should wait before trying again after a 503 caused by a dependency that is
+ * down (the database, the identity provider), s: the `Retry-After` header (RFC 9110 section
+ * 10.2.3) and `details.retry_after` of such an answer. 5 s is also how long a failed identity
+ * provider is kept before it is asked again (auth/jwt.ts IDP_RETRY_MS, auth/identity-lazy.ts).
+ */
+export const DEPENDENCY_RETRY_AFTER_SEC = 5;
+
+/**
+ * 503 SERVICE_UNAVAILABLE for a passing failure (a dependency down, a computation that failed):
+ * `details.retry_after` is the wait in seconds before trying again, which each surface also
+ * sends as `Retry-After` (REST, the dashboard's routes and MCP over HTTP; `retryAfterOf`).
+ * @param retryAfterSec the wait, s (default DEPENDENCY_RETRY_AFTER_SEC).
+ * @param cause the underlying error, kept for the log (never sent).
+ */
+export function unavailable(message: string, retryAfterSec = DEPENDENCY_RETRY_AFTER_SEC, cause?: unknown): ServiceError {
+  return new ServiceError('SERVICE_UNAVAILABLE', message, { retry_after: retryAfterSec }, { cause });
+}
+
+/**
+ * The `Retry-After` value of a refused answer, s: `details.retry_after` of a 429 RATE_LIMITED
+ * (a window ran out) or of a 503 SERVICE_UNAVAILABLE made by `unavailable`; undefined for any
+ * other answer (a 503 that is a state of the data, such as a thesis's asset without a current
+ * signal, names no wait).
+ */
+export function retryAfterOf(code: ErrorCode, details: Record<string, unknown> | undefined): number | undefined {
+  if (code !== 'RATE_LIMITED' && code !== 'SERVICE_UNAVAILABLE') return undefined;
+  const v = details?.retry_after;
+  return typeof v === 'number' ? v : undefined;
+}
+
+/**
  * Classifies an unexpected error (not a ServiceError): a dependency that is down becomes 503
- * SERVICE_UNAVAILABLE, anything else 500 INTERNAL_ERROR without internals.
+ * SERVICE_UNAVAILABLE (`unavailable`: try again in DEPENDENCY_RETRY_AFTER_SEC), anything else
+ * 500 INTERNAL_ERROR without internals.
  */
 export function unexpectedError(err: unknown): ServiceError {
   if (err instanceof ServiceError) return err;
-  if (isDependencyDown(err)) return new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
+  if (isDependencyDown(err)) return unavailable(DATABASE_DOWN_MESSAGE);
   return new ServiceError('INTERNAL_ERROR', 'Internal server error');
 }
 

@@ -1,6 +1,6 @@
 import type { JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import { DATABASE_DOWN_MESSAGE, isDependencyDown, loggableError, memoRetrying, ServiceError } from '../errors.ts';
+import { DATABASE_DOWN_MESSAGE, isDependencyDown, loggableError, memoRetrying, ServiceError, unavailable } from '../errors.ts';
 import { IdentityProviderUnavailableError } from './jwt-check.ts';
 
 // The embedded identity provider's public surface without better-auth: its constants, its
@@ -118,7 +118,7 @@ export function lazyIdentity(
         real = await get();
       } catch (err) {
         // The database down is a 503 (try again); anything else is the server's own failure (500).
-        if (isDependencyDown(err)) throw new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
+        if (isDependencyDown(err)) throw unavailable(DATABASE_DOWN_MESSAGE);
         throw new ServiceError('INTERNAL_ERROR', 'Internal server error: the identity provider could not be started');
       }
       return real.handler(request);

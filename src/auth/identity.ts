@@ -9,7 +9,7 @@ import { APIError } from 'better-auth';
 import { and, eq, ne, sql } from 'drizzle-orm';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
-import { DATABASE_DOWN_MESSAGE, isDependencyDown, OutageLog, ServiceError } from '../errors.ts';
+import { DATABASE_DOWN_MESSAGE, isDependencyDown, OutageLog, ServiceError, unavailable } from '../errors.ts';
 import { AUTH_MODELS, authJwks, authSchema, authSession } from '../store/auth-schema.ts';
 import type { Db } from '../store/db.ts';
 import { betterAuthStorages, ContextGate } from './context-gate.ts';
@@ -269,7 +269,7 @@ export async function createEmbeddedIdentity(opts: {
       outage.error({ error: (o, m) => log.warn(o, m) }, undefined, 'identity provider: dependency unavailable (database)', {
         path: new URL(request.url).pathname,
       });
-      throw new ServiceError('SERVICE_UNAVAILABLE', DATABASE_DOWN_MESSAGE);
+      throw unavailable(DATABASE_DOWN_MESSAGE);
     }
     if (!outcome.result) {
       log.error({ err: safeError(outcome.err), path: new URL(request.url).pathname }, 'identity provider: unexpected error');

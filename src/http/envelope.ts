@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { isoFormatter } from '../engine/util.ts';
-import { ERROR_CODES, type ErrorCode, type ServiceError } from '../errors.ts';
+import { ERROR_CODES, type ErrorCode, retryAfterOf, type ServiceError } from '../errors.ts';
 import { Day, Instant } from '../services/schemas/common.ts';
 
 /**
@@ -85,7 +85,11 @@ export function sendOk(
   return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 
-/** Sends an error envelope (`data: null`, `error`, `meta`). */
+/**
+ * Sends an error envelope (`data: null`, `error`, `meta`), never cached, with `Retry-After`
+ * when the error names a wait (`details.retry_after` of a 429 or a passing 503: errors.ts
+ * `retryAfterOf`).
+ */
 export function sendError(
   req: FastifyRequest,
   reply: FastifyReply,
@@ -97,6 +101,8 @@ export function sendError(
 ): FastifyReply {
   const error = details ? { code, message, details } : { code, message };
   const body = `{"status":"error","data":null,"error":${JSON.stringify(error)},"meta":${metaJson(req, false, asOf)}}`;
+  const wait = retryAfterOf(code, details);
+  if (wait !== undefined) reply.header('Retry-After', String(wait));
   // Errors are never cached (a 429 or 401 is about this request, not the resource).
   return reply.code(status).header('Cache-Control', 'no-store').type('application/json; charset=utf-8').send(body);
 }

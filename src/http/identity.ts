@@ -129,7 +129,6 @@ async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: F
   }
   if (!refused) return false;
   req.log.warn({ scope: refused.scope }, 'identity provider: sign-in attempts throttled');
-  reply.header('retry-after', String(refused.retryAfterSec)).header('cache-control', 'no-store');
   sendError(
     req,
     reply,
@@ -249,7 +248,6 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
           res = await idp.handler(request);
         } catch (err) {
           const e = unexpectedError(err);
-          if (e.code === 'SERVICE_UNAVAILABLE') reply.header('retry-after', '5');
           return refuse(e.status, e.code, e.message, e.details);
         }
         // better-auth's bare answers, in the envelope with what to do next: an unknown path (404

@@ -839,6 +839,9 @@ export const ERROR_EXAMPLES: Record<string, { code: string; message: string; det
   SERVICE_UNAVAILABLE: {
     code: 'SERVICE_UNAVAILABLE',
     message: 'The service cannot reach its database; try again shortly',
+    details: {
+      retry_after: 5,
+    },
   },
 };
 

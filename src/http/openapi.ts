@@ -218,6 +218,12 @@ const HEADERS: Record<string, Json> = {
     schema: { type: 'integer', minimum: 1 },
     example: Number(HEADER_EXAMPLES['retry-after']),
   },
+  'Retry-After-Unavailable': {
+    description:
+      'Seconds to wait before trying again (also `error.details.retry_after`), when the 503 is a passing failure (a dependency down: 5 s; the track record not computed: 60 s); absent when it is a state of the data (a thesis whose asset has no current signal)',
+    schema: { type: 'integer', minimum: 1 },
+    example: 5,
+  },
   'Cache-Control': {
     description:
       'Market data: `public` (no credentials) or `private` (keyed), `max-age` until the next 00:00 UTC (300 s in live mode); keys and theses: `no-store`',
@@ -254,10 +260,12 @@ const COMMON_HEADERS = [
 ];
 
 /**
- * One shared response per error code: its component name, description and extra headers.
- * An operation refers to the one of the code it declares for a status (two codes share 409).
+ * One shared response per error code: its component name, description and extra headers
+ * (header name -> its component in HEADERS, which is the header's own name unless the same
+ * header means something else here). An operation refers to the one of the code it declares
+ * for a status (two codes share 409).
  */
-const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; headers?: string[] }> = {
+const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; headers?: Record<string, string> }> = {
   INVALID_PARAMETER: {
     name: 'InvalidParameter',
     description:
@@ -267,7 +275,7 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
     name: 'Unauthorized',
     description:
       'UNAUTHORIZED: no, malformed, unknown or revoked API key (or a missing, invalid or expired JWT where a signed-in user is required); see WWW-Authenticate',
-    headers: ['WWW-Authenticate'],
+    headers: { 'WWW-Authenticate': 'WWW-Authenticate' },
   },
   TIER_REQUIRED: {
     name: 'TierRequired',
@@ -290,7 +298,7 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
     name: 'RateLimited',
     description:
       "RATE_LIMITED: the tier's per-minute or per-day quota, or the client address's budget of 20 failed authentications per minute, is used up; retry after `Retry-After` seconds (`error.details` has the window, the limit, the reset time and `scope`: `key`, `jwt` or `address` for the caller's own quota, `account` for the account ceiling of all the user's keys together, `address` for the failed-authentication budget)",
-    headers: ['Retry-After'],
+    headers: { 'Retry-After': 'Retry-After' },
   },
   INTERNAL_ERROR: {
     name: 'InternalError',
@@ -299,21 +307,23 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   SERVICE_UNAVAILABLE: {
     name: 'ServiceUnavailable',
     description:
-      'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable, retry shortly; or the data an answer needs is not current (a thesis whose asset has no current signal: the message says why, GET /api/v1/status shows each series)',
+      'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable: retry after `Retry-After` seconds (`error.details.retry_after`); or the data an answer needs is not current (a thesis whose asset has no current signal: the message says why, GET /api/v1/status shows each series; no `Retry-After`)',
+    headers: { 'Retry-After': 'Retry-After-Unavailable' },
   },
 };
 
 const CODE_OF_STATUS = new Map<number, ErrorCode>(Object.entries(ERROR_STATUS).map(([code, status]) => [status, code as ErrorCode]));
 
-function headerRefs(names: string[]): Json {
-  return Object.fromEntries(names.map((h) => [h, ref('headers', h)]));
+/** A response's `headers`: header name -> reference to its component (the same name unless `components` says otherwise). */
+function headerRefs(names: string[], components: Record<string, string> = {}): Json {
+  return Object.fromEntries(names.map((h) => [h, ref('headers', components[h] ?? h)]));
 }
 
 function errorResponse(code: ErrorCode): Json {
   const r = ERROR_RESPONSES[code];
   return {
     description: r.description,
-    headers: headerRefs([...COMMON_HEADERS, ...(r.headers ?? [])]),
+    headers: headerRefs([...COMMON_HEADERS, ...Object.keys(r.headers ?? {})], r.headers),
     content: {
       'application/json': {
         schema: ref('schemas', 'ErrorEnvelope'),

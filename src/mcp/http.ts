@@ -3,7 +3,7 @@ import fastifyCompress from '@fastify/compress';
 import fastifyCors from '@fastify/cors';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { isDependencyDown, loggableError, memoRetrying, OutageLog, ServiceError } from '../errors.ts';
+import { isDependencyDown, loggableError, memoRetrying, OutageLog, retryAfterOf, ServiceError } from '../errors.ts';
 import { invalidEnvelope, messageId, repeatedId } from './envelope.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import {
@@ -140,8 +140,9 @@ export async function handleMcpRequest(
 
 /**
  * A refused authentication as an HTTP response: the JSON-RPC error (`data`: `{code, reason}`,
- * or on a 429 `{code, window, limit, reset, retry_after, scope?}` as REST's details) with the
- * client address's rate-limit headers and `Retry-After` on a 429, answering `id`
+ * on a 429 `{code, window, limit, reset, retry_after, scope?}` as REST's details, on a passing
+ * 503 `{code, retry_after}`) with the client address's rate-limit headers and `Retry-After` on
+ * a 429 or a passing 503, answering `id`
  * (refusedRequestId: the request's own, or null).
  *
  * A refused credential (bad header, malformed, unknown or revoked key, a JWT) is 403, not 401:
@@ -158,11 +159,17 @@ export async function handleMcpRequest(
 function refuse(reply: FastifyReply, err: ServiceError, limits: LimitDecision, id: string | number | null): FastifyReply {
   reply.headers(refusalHeaders(err, limits));
   const status = err.code === 'UNAUTHORIZED' ? 403 : err.status;
-  // A 429 (the address's failed-auth budget) carries REST's details: window, limit, reset, retry_after, scope.
+  // A 429 (the address's failed-auth budget) carries REST's details: window, limit, reset, retry_after, scope;
+  // a passing 503 (the key look-up's database or the identity provider down) its retry_after.
+  const wait = retryAfterOf(err.code, err.details);
   const data =
     err.code === 'RATE_LIMITED' && err.details
       ? { code: err.code, ...err.details }
-      : { code: err.code, ...(typeof err.details?.reason === 'string' && { reason: err.details.reason }) };
+      : {
+          code: err.code,
+          ...(typeof err.details?.reason === 'string' && { reason: err.details.reason }),
+          ...(wait !== undefined && { retry_after: wait }),
+        };
   return reply
     .code(status)
     .type('application/json')

@@ -25,6 +25,11 @@ export interface LimitDecision {
 
 const DAY_SEC = 86_400;
 
+/** A wait in ms as whole seconds for `Retry-After` and `retry_after`: rounded up, at least 1 (a 0 would invite a retry at once, refused again). */
+function secondsUp(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
 /** Next 00:00 UTC after `now`. */
 export function nextUtcMidnight(now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1));
@@ -366,7 +371,7 @@ export class TierRateLimiter {
       async exhausted(subject) {
         const r = await lim.get(subject).catch(() => null);
         const used = r?.consumedPoints ?? 0;
-        return { exhausted: used >= points, retryAfterSec: r ? Math.max(1, Math.ceil(r.msBeforeNext / 1000)) : 0 };
+        return { exhausted: used >= points, retryAfterSec: r ? secondsUp(r.msBeforeNext) : 0 };
       },
       async consume(subject, n = 1) {
         try {
@@ -375,13 +380,13 @@ export class TierRateLimiter {
             allowed: true,
             retryAfterSec: 0,
             remaining: r.remainingPoints,
-            resetSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)),
+            resetSec: secondsUp(r.msBeforeNext),
             resetMs: Math.max(0, r.msBeforeNext),
           };
         } catch (e) {
           if (e instanceof RateLimiterRes) {
             await lim.reward(subject, n).catch(() => {});
-            const retryAfterSec = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
+            const retryAfterSec = secondsUp(e.msBeforeNext);
             return { allowed: false, retryAfterSec, remaining: 0, resetSec: retryAfterSec, resetMs: Math.max(0, e.msBeforeNext) };
           }
           throw e;
@@ -471,8 +476,8 @@ export class TierRateLimiter {
     const dayRes = d && d.used > 0 ? res(d) : null;
     if (!m.refused && !d?.refused) return this.#decision(tier, now, minuteRes, dayRes);
     const midnight = nextUtcMidnight(now);
-    const dayWait = Math.max(1, Math.ceil((midnight.getTime() - now.getTime()) / 1000));
-    const minuteWait = Math.max(1, Math.ceil(Math.max(0, m.msBeforeNext) / 1000));
+    const dayWait = secondsUp(midnight.getTime() - now.getTime());
+    const minuteWait = secondsUp(Math.max(0, m.msBeforeNext));
     // When both are used up, the caller must wait for the longer one (the day, as a rule).
     if (d?.refused && (!m.refused || dayWait >= minuteWait))
       return this.#decision(tier, now, minuteRes, dayRes, { window: 'day', limit: lim.day!, reset: midnight, retryAfterSec: dayWait });
@@ -563,12 +568,12 @@ export class TierRateLimiter {
       if (!(e instanceof RateLimiterRes)) throw e;
       await pair.minute.reward(subject).catch(() => {});
       const day = pair.day ? await pair.day.get(dayKey) : null;
-      const minuteWait = Math.max(1, Math.ceil(e.msBeforeNext / 1000));
+      const minuteWait = secondsUp(e.msBeforeNext);
       const dayLimit = this.#limits[tier].day;
       // When the day is used up too, the caller must wait for the day: report the longest wait.
       if (dayLimit !== null && day && day.consumedPoints >= dayLimit) {
         const midnight = nextUtcMidnight(now);
-        const dayWait = Math.max(1, Math.ceil((midnight.getTime() - now.getTime()) / 1000));
+        const dayWait = secondsUp(midnight.getTime() - now.getTime());
         if (dayWait >= minuteWait)
           return this.#decision(tier, now, e, day, { window: 'day', limit: dayLimit, reset: midnight, retryAfterSec: dayWait });
       }
@@ -592,7 +597,7 @@ export class TierRateLimiter {
         window: 'day',
         limit: this.#limits[tier].day!,
         reset,
-        retryAfterSec: Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000)),
+        retryAfterSec: secondsUp(reset.getTime() - now.getTime()),
       });
     }
   }
@@ -634,7 +639,7 @@ function fromScript(out: (number | string)[], windows: { counter: Counter }[]): 
   const epoch = String(out[1]);
   if (status === 1) {
     const ms = Math.max(0, Number(out[2]));
-    return { verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(ms / 1000)), resetMs: ms }, counts: [] };
+    return { verdict: { kind: 'blocked', retryAfterSec: secondsUp(ms), resetMs: ms }, counts: [] };
   }
   if (status === 2) return { verdict: { kind: 'revoked' }, counts: [] };
   if (status === 3) return { verdict: { kind: 'stale', epoch }, counts: [] };
@@ -655,7 +660,7 @@ function runInMemory(
     const r = c.memory.get(`${c.keyPrefix}:${failedAuth.subject}`);
     if (r && (r.msBeforeNext > 0 || r.msBeforeNext === -1) && r.consumedPoints >= c.points)
       return {
-        verdict: { kind: 'blocked', retryAfterSec: Math.max(1, Math.ceil(r.msBeforeNext / 1000)), resetMs: Math.max(0, r.msBeforeNext) },
+        verdict: { kind: 'blocked', retryAfterSec: secondsUp(r.msBeforeNext), resetMs: Math.max(0, r.msBeforeNext) },
         counts: [],
       };
   }

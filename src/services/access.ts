@@ -1,7 +1,7 @@
 import { displayPrefix, looksLikeApiKey } from '../auth/api-keys.ts';
 import { IdentityProviderUnavailableError, type JwtCheck, SessionEndedError } from '../auth/jwt-check.ts';
 import { TIER_LIMITS, type Tier } from '../auth/tiers.ts';
-import { ServiceError, unexpectedError } from '../errors.ts';
+import { DEPENDENCY_RETRY_AFTER_SEC, retryAfterOf, ServiceError, unavailable, unexpectedError } from '../errors.ts';
 import { type Admission, type Budget, type LimitDecision, rateLimitHeaders, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type CachedKey, type KeyCaller, type KeyService, MAX_ACTIVE_KEYS, type UserIdentity } from './keys.ts';
 import type { UsageTracker } from './usage.ts';
@@ -360,8 +360,7 @@ export class Access {
       claims = await this.#jwt.verify(token);
     } catch (e) {
       // Not the caller's fault: 503, and no failed-authentication count against its address.
-      if (e instanceof IdentityProviderUnavailableError)
-        throw new ServiceError('SERVICE_UNAVAILABLE', MESSAGES.idpDown, undefined, { cause: e.cause ?? e });
+      if (e instanceof IdentityProviderUnavailableError) throw unavailable(MESSAGES.idpDown, DEPENDENCY_RETRY_AFTER_SEC, e.cause ?? e);
       if (e instanceof SessionEndedError) throw new ServiceError('UNAUTHORIZED', MESSAGES.sessionEnded, { reason: 'session_ended' });
       throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt, { reason: 'invalid_jwt' });
     }
@@ -672,12 +671,14 @@ export function bearerChallenge(err: ServiceError): string {
 
 /**
  * The headers of a refused request, whatever the surface: the rate-limit headers of `limits`,
- * and on a 429 `Retry-After` from the error's `details.retry_after` (seconds; also set when the
- * refusal came from a budget that `limits` does not describe, e.g. failed authentications).
+ * and on a 429 or a passing 503 `Retry-After` from the error's `details.retry_after` (seconds,
+ * `retryAfterOf`; on a 429 also set when the refusal came from a budget that `limits` does not
+ * describe, e.g. failed authentications).
  */
 export function refusalHeaders(err: ServiceError, limits: LimitDecision): Record<string, string> {
   const h = rateLimitHeaders(limits);
-  if (err.code === 'RATE_LIMITED' && err.details?.retry_after !== undefined) h['Retry-After'] = String(err.details.retry_after);
+  const wait = retryAfterOf(err.code, err.details);
+  if (wait !== undefined) h['Retry-After'] = String(wait);
   return h;
 }
 

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { ServiceError } from '../errors.ts';
+import { unavailable } from '../errors.ts';
 import type { MarketData } from '../providers/port.ts';
 import type { TrackRecordData } from './schemas/track-record.ts';
 
@@ -25,8 +25,7 @@ export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_
   const fromSource = import.meta.url.endsWith('.ts');
   const entry = new URL(`./track-record-worker.${fromSource ? 'ts' : 'js'}`, import.meta.url);
   return new Promise((resolve, reject) => {
-    const unavailable = (why: string) =>
-      new ServiceError('SERVICE_UNAVAILABLE', `The track record could not be computed (${why}); try again in a minute`);
+    const failed = (why: string) => unavailable(`The track record could not be computed (${why}); try again in a minute`, 60);
     // The worker would otherwise inherit `npm start`'s 16 MB semi-spaces: with a 4 MB young
     // generation the service's peak RSS over a first /track-record was 441-448 MB instead of
     // 486 MB on Node 20 (598-604 instead of 721 MB on Node 24; docs/benchmarks.md, "Ninth
@@ -42,7 +41,7 @@ export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_
         : new Worker(entry, { workerData: data, resourceLimits });
     } catch (err) {
       // E.g. the data cannot be cloned, or no thread can be started: still the envelope's 503.
-      reject(unavailable(err instanceof Error ? err.message : String(err)));
+      reject(failed(err instanceof Error ? err.message : String(err)));
       return;
     }
     let settled = false;
@@ -51,7 +50,7 @@ export function trackRecordOffThread(data: MarketData, timeoutMs = TRACK_RECORD_
       settled = true;
       clearTimeout(timer);
       void worker.terminate();
-      reject(unavailable(why));
+      reject(failed(why));
     };
     const timer = setTimeout(() => fail(`no result within ${timeoutMs / 1000} s`), timeoutMs);
     timer.unref();

@@ -469,6 +469,11 @@ describe('embedded identity provider on PostgreSQL', () => {
           payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
         });
         assert.equal(mcp.statusCode, 503, mcp.body);
+        // Both say when to try again (errors.ts `unavailable`): REST in its envelope, MCP in the JSON-RPC error's data.
+        assert.equal(keyed.headers['retry-after'], '5');
+        assert.equal(keyed.json().error.details.retry_after, 5);
+        assert.equal(mcp.headers['retry-after'], '5');
+        assert.equal(mcp.json().error.data.retry_after, 5);
         const during = [
           await post(svc, '/auth/sign-in/email', { email, password }),
           await post(svc, '/auth/sign-up/email', { name: 'Olga', email: `x.${email}`, password }),

@@ -42,6 +42,9 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
         assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
         assert.doesNotMatch(r.body, /ECONN|database ".*" does not exist|select|params/i);
         assert.ok(r.headers['x-ratelimit-limit'] && r.headers['x-service-tier'], 'rate-limit headers on the 503');
+        // A passing failure says when to try again, in the header and in the envelope (README, "Errors").
+        assert.equal(r.headers['retry-after'], '5', `${url}: Retry-After`);
+        assert.equal(r.json().error.details.retry_after, 5);
       }
       // Public data needs no database: without a key it is still served.
       assert.equal((await svc.app.inject({ method: 'GET', url: '/api/v1/regime' })).statusCode, 200);
@@ -82,6 +85,8 @@ describe('a dependency that goes away is 503 SERVICE_UNAVAILABLE, never 500', as
         assert.equal(r.statusCode, 503, r.body);
         assert.equal(r.json().error.code, 'SERVICE_UNAVAILABLE');
         assert.ok(r.headers['x-ratelimit-limit'], 'rate-limit headers on the 503');
+        assert.equal(r.headers['retry-after'], '5');
+        assert.equal(r.json().error.details.retry_after, 5);
       }
     } finally {
       await svc.stop();

@@ -759,6 +759,8 @@ describe('theses on an as-of day before an asset has data', { skip: SKIP }, () =
         single.body.error.message,
         new RegExp(`^Thesis '${hype.id}' cannot be evaluated now: Asset '.*' has no current signal: no price data on or before 2024-06-01`),
       );
+      // A state of the data, not a passing failure: no wait is named.
+      assert.equal(single.headers['retry-after'], undefined);
       assert.deepEqual(byId.get(hype.id)!.health_error, { code: 'SERVICE_UNAVAILABLE', message: single.body.error.message });
     } finally {
       await past.stop();

@@ -181,7 +181,8 @@ describe('the track record served by MarketService (GET /api/v1/track-record)', 
 
     await assert.rejects(trackRecordOffThread({} as MarketData), (e: unknown) => {
       assert.ok(e instanceof ServiceError && e.code === 'SERVICE_UNAVAILABLE', String(e));
-      assert.match(e.message, /could not be computed .*try again/);
+      assert.match(e.message, /could not be computed .*try again in a minute/);
+      assert.deepEqual(e.details, { retry_after: 60 }, 'the wait the message names, for Retry-After');
       return true;
     });
     await assert.rejects(trackRecordOffThread(market.data, 1), /no result within 0\.001 s/);

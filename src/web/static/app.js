@@ -1060,6 +1060,37 @@ async function trackRecordPage() {
 
 // ---------------------------------------------------------------- account: sign-in, keys, theses
 
+/**
+ * Says a refused field in `msg` by the field's label (`text`, e.g. "Key name: at most 100
+ * characters"), marks `input` aria-invalid and described by `msg`, and focuses it. Edited, the
+ * message no longer speaks of what is in the field, so it goes with the mark.
+ */
+function markInvalid(input, msg, text) {
+  say(msg, text, 'error');
+  input.setAttribute('aria-invalid', 'true');
+  input.setAttribute('aria-describedby', msg.id);
+  input.addEventListener(
+    'input',
+    () => {
+      unmarkInvalid(input);
+      say(msg, '');
+    },
+    { once: true },
+  );
+  input.focus();
+}
+
+/** Takes off `markInvalid`'s mark. */
+function unmarkInvalid(el) {
+  el.removeAttribute('aria-invalid');
+  el.removeAttribute('aria-describedby');
+}
+
+/** The reason of a refused body field without the API's "Invalid body field 'x': " (the form says the field by its label). */
+function fieldReason(message) {
+  return message.replace(/^Invalid body field '[^']*': /, '');
+}
+
 function signInForm() {
   const msg = h('p', { class: 'msg', role: 'status', id: 'signin-msg' });
   if (signInNotice) {
@@ -1132,7 +1163,11 @@ function signInForm() {
     ev.preventDefault();
     submit('in');
   });
-  form.querySelector('#signup').addEventListener('click', () => submit('up'));
+  form.querySelector('#signup').addEventListener('click', () => {
+    // A new account's password: a password manager offers to save it (and to generate one).
+    password.autocomplete = 'new-password';
+    submit('up');
+  });
   return card('Sign in or create an account', h('p', { class: 'muted', text: 'Signed-in users create API keys and theses here.' }), form);
 }
 
@@ -1288,24 +1323,12 @@ function keysSection(tierNote) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (!form.reportValidity()) return;
-    nameInput.removeAttribute('aria-invalid');
+    unmarkInvalid(nameInput);
     const r = await whileDisabled(genBtn, () => api('POST', '/keys/create', { name: nameInput.value.trim() }));
     if (!r.ok && r.status === 400 && r.body?.error?.details?.field === 'name') {
       // A refused name (blank, invisible characters): said by the input's label, like the
       // thesis form's fields, the input marked and focused (README, "Web dashboard").
-      say(msg, `Key name: ${errorOf(r).replace(/^Invalid body field '[^']*': /, '')}`, 'error');
-      nameInput.setAttribute('aria-invalid', 'true');
-      nameInput.setAttribute('aria-describedby', msg.id);
-      nameInput.addEventListener(
-        'input',
-        () => {
-          nameInput.removeAttribute('aria-invalid');
-          nameInput.removeAttribute('aria-describedby');
-          say(msg, '');
-        },
-        { once: true },
-      );
-      return nameInput.focus();
+      return markInvalid(nameInput, msg, `Key name: ${fieldReason(errorOf(r))}`);
     }
     if (!r.ok) return say(msg, errorOf(r), 'error');
     nameInput.value = '';
@@ -1506,24 +1529,12 @@ function thesesSection(assets) {
     const label = cond
       ? `Condition ${Number(cond[1]) + 1}, ${(input.getAttribute('aria-label') ?? cond[2]).toLowerCase()}`
       : input.dataset.label;
-    const reason = message.replace(/^Invalid body field '[^']*': /, '');
-    say(msg, `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`, 'error');
-    input.setAttribute('aria-invalid', 'true');
-    input.setAttribute('aria-describedby', msg.id);
-    // Edited: the message no longer speaks of what is in the field, so it goes with the mark.
-    input.addEventListener(
-      'input',
-      () => {
-        unmark(input);
-        say(msg, '');
-      },
-      { once: true },
+    const reason = fieldReason(message);
+    markInvalid(
+      input,
+      msg,
+      `${label}: ${reason.replace(/\b(entry|target|stop)_price\b/g, '$1 price').replace(/\bhorizon_days\b/g, 'horizon')}`,
     );
-    input.focus();
-  };
-  const unmark = (el) => {
-    el.removeAttribute('aria-invalid');
-    el.removeAttribute('aria-describedby');
   };
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -1550,7 +1561,7 @@ function thesesSection(assets) {
     };
     // One thesis per click: the button is off until the answer (a double click made two).
     say(msg, '');
-    for (const el of form.querySelectorAll('[aria-invalid]')) unmark(el);
+    for (const el of form.querySelectorAll('[aria-invalid]')) unmarkInvalid(el);
     const r = await whileDisabled(submit, () => api('POST', '/thesis', body));
     if (!r.ok) return refused(r);
     form.reset();
