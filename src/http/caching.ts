@@ -23,7 +23,7 @@ export function cacheable(op: Operation): boolean {
  *   happens at a day boundary at the earliest in a daily-ingest deployment, and the ETag
  *   changes with the data, so a revalidation after max-age is cheap (304).
  * - keys and theses: `no-store` (secrets and per-user state are never cached).
- * Every cacheable answer also gets `Vary: Authorization` (tiers differ only in headers).
+ * Every cacheable answer also gets `Vary: Authorization, accept-encoding` (applyCaching).
  * In live mode (`live`) new data may arrive at any ingest round, so `max-age` is LIVE_MAX_AGE_S.
  */
 export function cacheControlOf(op: Operation, authorized: boolean, now: Date | number = Date.now(), live = false): string {
@@ -79,9 +79,21 @@ export function ifNoneMatch(header: string | undefined, etag: string): boolean {
 }
 
 /**
+ * The request headers a cacheable answer varies on (RFC 9110 section 12.5.5): `Authorization`
+ * (public without credentials, private with them; tiers differ only in headers) and
+ * `accept-encoding` (answers over 1 KB are compressed by it). Set on every cacheable answer,
+ * not only on the compressed ones: an identity 200 (a request without Accept-Encoding, or an
+ * answer under 1 KB) is also chosen by it, and a 304 must carry the Vary the 200 would have
+ * (RFC 9110 section 15.4.5), but @fastify/compress adds it only when it compresses, which a
+ * 304 without body never is. Lower case, as @fastify/compress looks for it (no duplicate).
+ */
+const VARY = 'Authorization, accept-encoding';
+
+/**
  * Sets the caching headers of a successful operation response and answers 304 Not Modified
  * (no body, the rate-limit headers kept) when the request's `If-None-Match` matches the
- * data's ETag. Only GET/HEAD market-data answers get an ETag; the others get `no-store`.
+ * data's ETag. Only GET/HEAD market-data answers get an ETag and `Vary` (VARY); the others
+ * get `no-store`.
  * @returns true when a 304 was sent.
  */
 export function applyCaching(
@@ -97,7 +109,7 @@ export function applyCaching(
   if (cacheControl === 'no-store' || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
   const etag = etagOf(served, asOf);
   const vary = reply.getHeader('vary');
-  reply.header('ETag', etag).header('Vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
+  reply.header('ETag', etag).header('Vary', vary ? `${String(vary)}, ${VARY}` : VARY);
   if (!ifNoneMatch(req.headers['if-none-match'], etag)) return false;
   reply.code(304).send();
   return true;

@@ -226,7 +226,7 @@ const HEADERS: Record<string, Json> = {
   },
   'Cache-Control': {
     description:
-      'Market data: `public` (no credentials) or `private` (keyed), `max-age` until the next 00:00 UTC (300 s in live mode); keys and theses: `no-store`',
+      'Market data: `public` (no credentials) or `private` (keyed, and the signal history), `max-age` until the next 00:00 UTC (at least 60 s; 300 s in live mode), with `Vary: Authorization, accept-encoding`; keys, theses and /status: `no-store`',
     required: true,
     schema: { type: 'string' },
     example: 'public, max-age=3600',

@@ -107,6 +107,37 @@ describe('compression and caching', { skip: SKIP }, () => {
     assert.equal(changed.status, 200);
   });
 
+  test('Vary names Authorization and Accept-Encoding on every market answer: identity 200, compressed 200, 304 (the same as the 200)', async () => {
+    const { key } = await h.keyFor('pro');
+    // The request headers named (Origin too: this harness has CORS_ORIGINS), each once.
+    const varied = (v: unknown) =>
+      String(v)
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .sort();
+    const VARIED = ['accept-encoding', 'authorization', 'origin'];
+    for (const token of [key, undefined]) {
+      // Over 1 KB: compressed when asked; identity without Accept-Encoding, which chose it too.
+      const identity = await h.request('GET', '/api/v1/signals', { token });
+      assert.equal(identity.status, 200);
+      assert.equal(identity.headers['content-encoding'], undefined);
+      assert.deepEqual(varied(identity.headers.vary), VARIED);
+      const gzip = await h.request('GET', '/api/v1/signals', { token, headers: { 'accept-encoding': 'gzip' } });
+      assert.equal(gzip.headers['content-encoding'], 'gzip');
+      assert.deepEqual(varied(gzip.headers.vary), VARIED);
+      // A 304 carries the Vary, Cache-Control and ETag the 200 would have (RFC 9110 section 15.4.5).
+      const etag = String(gzip.headers.etag);
+      const notModified = await h.request('GET', '/api/v1/signals', {
+        token,
+        headers: { 'accept-encoding': 'gzip', 'if-none-match': etag },
+      });
+      assert.equal(notModified.status, 304);
+      assert.deepEqual(varied(notModified.headers.vary), varied(gzip.headers.vary));
+      assert.equal(notModified.headers.etag, etag);
+      assert.equal(String(notModified.headers['cache-control']).split(',')[0], String(gzip.headers['cache-control']).split(',')[0]);
+    }
+  });
+
   test('signal history (key only) is private; keys, theses and errors are no-store', async () => {
     const pro = await h.keyFor('pro');
     const hist = await h.request('GET', '/api/v1/signal-history/BTC?days=7', { token: pro.key });
