@@ -124,6 +124,10 @@ describe('OpenAPI document', () => {
     for (const { where, op } of operations()) {
       for (const status of ['429', '503', '500']) assert.ok(op.responses[status], `${where}: no ${status}`);
       assert.ok(deref(deref(op.responses['429']).headers?.['Retry-After'])?.schema, `${where}: 429 without Retry-After`);
+      // A 503 names a wait only when it will pass (errors.ts `unavailable`): documented, not required.
+      const wait503 = deref(deref(op.responses['503']).headers?.['Retry-After']);
+      assert.equal(wait503?.schema?.type, 'integer', `${where}: 503 without Retry-After`);
+      assert.notEqual(wait503.required, true, `${where}: a 503's Retry-After is not always sent`);
       if (op.responses['401'])
         assert.ok(deref(op.responses['401']).headers?.['WWW-Authenticate'], `${where}: 401 without WWW-Authenticate`);
       for (const [status, r] of Object.entries<any>(op.responses)) {

@@ -697,6 +697,31 @@ describe('the sign-in form', { skip: SKIP }, () => {
     }
   });
 
+  test("the password is a new one for Create account, the account's own again for Sign in", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/account');
+      assert.equal(await page.getAttribute('#password', 'autocomplete'), 'current-password');
+      // Nothing reaches the service: each attempt ends in the network error.
+      await page.route(`${base}/auth/**`, (r) => r.abort('internetdisconnected'));
+      await page.fill('#email', 'autocomplete@example.com');
+      await page.fill('#password', PASSWORD);
+      const attempt = async (button: string) => {
+        await page.click(button);
+        await page.waitForFunction(() => /could not be reached/.test(document.querySelector('#signin-msg')?.textContent ?? ''));
+        await page.evaluate(() => (document.querySelector('#signin-msg')!.textContent = ''));
+      };
+      await attempt('#signup');
+      assert.equal(await page.getAttribute('#password', 'autocomplete'), 'new-password');
+      // A Create account that did not go through, then Sign in: the account's own password again.
+      await attempt('#signin-form button[type=submit]');
+      assert.equal(await page.getAttribute('#password', 'autocomplete'), 'current-password');
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('signing in with the service out of reach says so in the words of the other account actions', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {

@@ -1161,6 +1161,8 @@ function signInForm() {
   }
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
+    // Back to the account's own password after a Create account that did not go through.
+    password.autocomplete = 'current-password';
     submit('in');
   });
   form.querySelector('#signup').addEventListener('click', () => {
