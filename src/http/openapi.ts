@@ -307,7 +307,7 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   SERVICE_UNAVAILABLE: {
     name: 'ServiceUnavailable',
     description:
-      'SERVICE_UNAVAILABLE: a dependency (database, rate-limit store, identity provider, market data) is unavailable: retry after `Retry-After` seconds (`error.details.retry_after`); or the data an answer needs is not current (a thesis whose asset has no current signal: the message says why, GET /api/v1/status shows each series; no `Retry-After`)',
+      'SERVICE_UNAVAILABLE: a dependency (the database, the identity provider) cannot be reached, or the track record could not be computed: retry after `Retry-After` seconds (`error.details.retry_after`); or the data an answer needs is not current (a thesis whose asset has no current signal: the message says why, GET /api/v1/status shows each series; no `Retry-After`)',
     headers: { 'Retry-After': 'Retry-After-Unavailable' },
   },
 };
