@@ -44,12 +44,16 @@ const JSON_SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 const BY_NAME = new Map<string, ToolDefinition>(TOOLS.map((t) => [t.name, t]));
 const ENTRIES: Tool[] = TOOLS.map(listEntry);
 
-/** The series kinds each tool's answers are computed from (for its freshness line). */
+/**
+ * The series kinds each tool's answers are computed from (for its freshness line). A tool that
+ * answers with signals (get_market_regime lists every asset's; get_assets gives each one's level
+ * and score) reads what the signals read, chain metrics included.
+ */
 const TOOL_SERIES: Record<string, readonly StatusData['series'][number]['kind'][]> = {
   get_signals: ['candles', 'fear_greed', 'funding', 'metric'],
-  get_market_regime: ['candles', 'fear_greed', 'funding'],
+  get_market_regime: ['candles', 'fear_greed', 'funding', 'metric'],
   get_chain_health: ['metric'],
-  get_assets: ['candles'],
+  get_assets: ['candles', 'fear_greed', 'funding', 'metric'],
   get_signal_history: ['candles'],
   get_thesis_health: ['candles', 'fear_greed', 'funding', 'metric'],
 };

@@ -307,6 +307,61 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.deepEqual(errors, []);
   });
 
+  test('the chart leaves days without a candle blank and names them, instead of closing the axis over them', async () => {
+    // The bundled prices have no missing day: the answer is cut here, as a source's gap would be.
+    const pattern = (u: URL) => u.pathname === '/app/data/prices/bitcoin';
+    let dropped: string[] = [];
+    await page.route(pattern, async (route) => {
+      const res = await route.fetch();
+      const body = (await res.json()) as { data: { candles: { date: string }[] } };
+      dropped = [10, 11, 30].map((i) => body.data.candles[i]!.date);
+      body.data.candles = body.data.candles.filter((c) => !dropped.includes(c.date));
+      await route.fulfill({ response: res, json: body });
+    });
+    try {
+      await open(page, '/asset/bitcoin?days=90');
+      await page.waitForSelector('#chart[data-markers]', { timeout: 30_000 });
+      assert.equal(await page.getAttribute('#chart', 'data-candles'), '87');
+      assert.equal(await page.getAttribute('#chart', 'data-missing-days'), '3');
+      assert.equal(
+        await page.textContent('#chart-gaps'),
+        `No data for 3 days (${dropped[0]} to ${dropped[1]}, ${dropped[2]}): left blank, not filled.`,
+      );
+    } finally {
+      await page.unroute(pattern);
+    }
+    // Without a gap there is no such sentence.
+    await open(page, '/asset/bitcoin?days=90');
+    await page.waitForSelector('#chart[data-markers]', { timeout: 30_000 });
+    assert.equal(await page.getAttribute('#chart', 'data-missing-days'), '0');
+    assert.equal(await page.$('#chart-gaps'), null);
+    assert.deepEqual(errors, []);
+  });
+
+  test('a funding rate that is not zero is not shown as 0.0000 %', async () => {
+    // BTC's daily mean funding of 2025-04-22 (data/funding/btc_daily.csv), as GET /regime serves it that day.
+    const pattern = (u: URL) => u.pathname === '/app/data/regime';
+    await page.route(pattern, async (route) => {
+      const res = await route.fetch();
+      const body = (await res.json()) as { data: { conditions: { funding_rate: { value: number; annualized_pct: number } } } };
+      body.data.conditions.funding_rate.value = -1.33333333333333e-7;
+      body.data.conditions.funding_rate.annualized_pct = -0.01;
+      await route.fulfill({ response: res, json: body });
+    });
+    try {
+      await open(page, '/');
+      const text = (await page.textContent('main')) ?? '';
+      assert.match(text, /-0\.000013% per 8 h \(-0\.01% a year\)/);
+      assert.doesNotMatch(text, /0\.0000% per 8 h/);
+    } finally {
+      await page.unroute(pattern);
+    }
+    // Ordinary rates keep their 4 decimals.
+    await open(page, '/');
+    assert.match((await page.textContent('main')) ?? '', /0\.0036% per 8 h \(4% a year\)/);
+    assert.deepEqual(errors, []);
+  });
+
   test('an asset with a chain shows its chain health; the chains page shows stale or missing metrics as such', async () => {
     await open(page, '/asset/ethereum');
     await page.waitForSelector('#h-chain-health-ethereum');

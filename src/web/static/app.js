@@ -51,6 +51,15 @@ function price(v) {
   const d = Math.abs(n) >= 1000 ? 0 : 2;
   return '$' + n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 }
+/**
+ * A funding rate (fraction per 8 h) in percent: 4 decimals, or 2 significant digits when 4
+ * decimals would round a rate that is not zero to 0.0000 (BTC's daily mean was -1.3e-7 on
+ * 2025-04-22: -0.000013 %, not -0.0000 %).
+ */
+function fundingPct(v) {
+  const p = v * 100;
+  return p !== 0 && Math.abs(p) < 0.00005 ? p.toPrecision(2) : p.toFixed(4);
+}
 function pct(v) {
   if (v === null || v === undefined) return h('span', { class: 'muted', text: 'no data' });
   const s = (v > 0 ? '+' : '') + Number(v).toFixed(2) + '%';
@@ -311,7 +320,9 @@ function conditionRows(c, asOf) {
     c.funding_rate
       ? row(
           'Funding rate',
-          h('p', { text: `${(c.funding_rate.value * 100).toFixed(4)}% per 8 h (${num(c.funding_rate.annualized_pct, 1)}% a year)` }),
+          h('p', {
+            text: `${fundingPct(c.funding_rate.value)}% per 8 h (${num(c.funding_rate.annualized_pct, Math.abs(c.funding_rate.annualized_pct) < 1 ? 2 : 1)}% a year)`,
+          }),
           c.funding_rate.state,
           c.funding_rate.as_of,
         )
@@ -453,6 +464,22 @@ function loadCharts() {
   return chartsLib;
 }
 
+/**
+ * The days missing between consecutive candles (`candles` oldest first, `date` YYYY-MM-DD):
+ * `[{from, to, days}]`, one entry per run of missing calendar days. The API serves the days its
+ * source has and never fills the others (GET /prices/{asset}).
+ */
+function missingDays(candles) {
+  const out = [];
+  for (let i = 1; i < candles.length; i++) {
+    const gap = daysBetween(candles[i - 1].date, candles[i].date) - 1;
+    if (gap > 0) out.push({ from: addDay(candles[i - 1].date, 1), to: addDay(candles[i].date, -1), days: gap });
+  }
+  return out;
+}
+/** `day` (YYYY-MM-DD) moved by `n` UTC days. */
+const addDay = (day, n) => new Date(Date.parse(day) + n * 86_400_000).toISOString().slice(0, 10);
+
 function drawChart(el, lib, p) {
   const chart = lib.createChart(el, {
     autoSize: true,
@@ -469,7 +496,12 @@ function drawChart(el, lib, p) {
     wickUpColor: '#1c7c43',
     wickDownColor: '#b3261e',
   });
-  candles.setData(p.candles.map((c) => ({ time: c.date, open: c.open, high: c.high, low: c.low, close: c.close })));
+  // A day without a candle is a whitespace point (time only): the library leaves its slot empty
+  // instead of closing the time axis over it, so a gap shows as a gap.
+  const gaps = missingDays(p.candles);
+  const blanks = gaps.flatMap((g) => Array.from({ length: g.days }, (_, k) => ({ time: addDay(g.from, k) })));
+  const bars = p.candles.map((c) => ({ time: c.date, open: c.open, high: c.high, low: c.low, close: c.close }));
+  candles.setData([...bars, ...blanks].sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0)));
   // The signal level in effect each day, as a colour band along the bottom.
   const band = chart.addSeries(lib.HistogramSeries, { priceScaleId: 'band', priceLineVisible: false, lastValueVisible: false });
   chart.priceScale('band').applyOptions({ scaleMargins: { top: 0.93, bottom: 0 }, visible: false });
@@ -497,6 +529,7 @@ function drawChart(el, lib, p) {
   chart.timeScale().fitContent();
   el.dataset.markers = String(plugin.markers().length);
   el.dataset.candles = String(p.candles.length);
+  el.dataset.missingDays = String(blanks.length);
   return chart;
 }
 
@@ -668,6 +701,19 @@ async function historySection(asset, el) {
   }
 }
 
+/** The sentence naming the days the window's candles lack (left blank on the chart), or null when none. */
+function gapNote(candles) {
+  const gaps = missingDays(candles);
+  if (!gaps.length) return null;
+  const total = gaps.reduce((a, g) => a + g.days, 0);
+  const runs = gaps.map((g) => (g.days === 1 ? g.from : `${g.from} to ${g.to}`)).join(', ');
+  return h('p', {
+    class: 'small',
+    id: 'chart-gaps',
+    text: `No data for ${total} ${total === 1 ? 'day' : 'days'} (${runs}): left blank, not filled.`,
+  });
+}
+
 async function assetPage(asked) {
   const days = Number(new URLSearchParams(location.search).get('days')) || 180;
   const q = encodeURIComponent(asked);
@@ -732,6 +778,7 @@ async function assetPage(asked) {
         { class: 'small muted' },
         `Daily candles from ${p.source}, as of ${p.as_of}. Arrows mark the days the signal changed; the band shows the level in effect.`,
       ),
+      gapNote(p.candles),
       h(
         'p',
         { class: 'small muted' },
