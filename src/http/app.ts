@@ -129,12 +129,19 @@ const ROUTE_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const KEY_IN_PATH = new RegExp(`${KEY_PREFIX}([A-Za-z0-9]{0,4})[A-Za-z0-9]*`, 'g');
 
 /**
- * The path of a request as the access log writes it: without its query string, and with any
- * API key in it cut to its display prefix (`svc_live_` + 4 characters, as key lists show it),
- * so that a key pasted into a URL does not end up whole in the log.
+ * A JWT written into a path (`/api/v1/keys/eyJhbGci...`): base64url header `eyJ` (`{"`),
+ * payload and signature, each dot-separated (RFC 7519 section 3; the signature may be empty).
+ */
+const JWT_IN_PATH = /eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;
+
+/**
+ * The path of a request as the access log writes it: without its query string, with any
+ * API key in it cut to its display prefix (`svc_live_` + 4 characters, as key lists show it)
+ * and any JWT cut to `eyJ...` (it is a bearer credential for 15 minutes and its payload names
+ * the user's email), so that a credential pasted into a URL does not end up whole in the log.
  */
 function loggedPath(url: string): string {
-  return pathOf(url).replace(KEY_IN_PATH, `${KEY_PREFIX}$1...`);
+  return pathOf(url).replace(KEY_IN_PATH, `${KEY_PREFIX}$1...`).replace(JWT_IN_PATH, 'eyJ...');
 }
 
 /**

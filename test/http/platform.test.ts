@@ -313,6 +313,22 @@ describe('secrets', { skip: SKIP }, () => {
     assert.ok(!logLines.join('').includes(k.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'key found in the logs');
   });
 
+  test('a JWT pasted into a path is logged as eyJ... only (no signature, no email)', async () => {
+    const jwt = await idp.token('user-jwt-in-path', { email: 'jwt-in-path@example.com' });
+    const from = logLines.length;
+    expectError(await get(`/api/v1/${jwt}/x`), 404, 'NOT_FOUND');
+    expectError(await call('GET', `/api/v1/keys/${jwt}/revoke`, jwt), 404, 'NOT_FOUND');
+    const access = logLines
+      .slice(from)
+      .flatMap((l) => l.split('\n'))
+      .filter((l) => l.includes('request completed'))
+      .map((l) => (JSON.parse(l) as { path: string }).path);
+    assert.deepEqual(access, ['/api/v1/eyJ.../x', '/api/v1/keys/eyJ.../revoke']);
+    const logs = logLines.slice(from).join('');
+    assert.ok(!logs.includes(jwt.split('.')[1]!), 'JWT payload found in the logs');
+    assert.ok(!logs.includes(jwt.split('.')[2]!), 'JWT signature found in the logs');
+  });
+
   test('the access log names the key (its id, never the key) or the signed-in user, over REST and MCP', async () => {
     const jwt = await idp.token('user-access-log', { email: 'access-log@example.com' });
     const k = await newKey(jwt);
