@@ -18,6 +18,7 @@ import { KEY_PREFIX } from '../auth/api-keys.ts';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
 import { fieldMessage, loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
+import { rateLimitAddress } from '../rate-limit/address.ts';
 import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -203,7 +204,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           },
         )
       : null;
-  const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${ip}`));
+  const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${rateLimitAddress(ip)}`));
   // Used when the shared limiter does not answer in time for a protocol error: empty, i.e. full quota.
   const fallbackLimiter = new TierRateLimiter(null);
   const app = Fastify({
@@ -244,7 +245,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       log: deps.log,
       asOf,
       limits: (address) => addressLimits(address),
-      fallbackLimits: (address) => fallbackLimiter.peek(`ip:${address}`, 'unauthenticated'),
+      fallbackLimits: (address) => fallbackLimiter.peek(`ip:${rateLimitAddress(address)}`, 'unauthenticated'),
       maxHeaderSize,
       onAnswer: (status) => metrics?.observe('UNKNOWN', PROTOCOL_ERROR, status, 0),
     }),

@@ -224,6 +224,25 @@ describe('rate limits', { skip: SKIP }, () => {
     assert.equal(last!.headers['x-ratelimit-remaining'], '5', 'refused requests consumed nothing: 5 of 10 left today');
   });
 
+  test('IPv6: an address is counted by its /64 (rotating within it gains nothing); ::ffff:a.b.c.d counts as a.b.c.d', async () => {
+    const net = `2001:db8:${(Date.now() % 0xffff).toString(16)}:7`;
+    const codes: number[] = [];
+    for (let i = 1; i <= 6; i++)
+      codes.push((await call('GET', '/api/v1/assets', undefined, undefined, `${net}::${i.toString(16)}`)).status);
+    assert.deepEqual(codes, [200, 200, 200, 200, 200, 429]);
+    // Another /64 has its own count.
+    assert.equal((await call('GET', '/api/v1/assets', undefined, undefined, `${net}0::1`)).status, 200);
+    // The failed-authentication budget too: 21 bad keys from 21 addresses of one /64.
+    const other = `2001:db8:${(Date.now() % 0xffff).toString(16)}:8`;
+    const failed: number[] = [];
+    for (let i = 1; i <= 21; i++)
+      failed.push((await call('GET', '/api/v1/assets', 'svc_live_bad', undefined, `${other}:${i.toString(16)}::1`)).status);
+    assert.deepEqual(failed, [...Array<number>(20).fill(401), 429]);
+    const v4 = freshIp();
+    for (let i = 0; i < 5; i++) await call('GET', '/api/v1/assets', undefined, undefined, i % 2 ? `::ffff:${v4}` : v4);
+    expectError(await call('GET', '/api/v1/assets', undefined, undefined, `::ffff:${v4}`), 429, 'RATE_LIMITED');
+  });
+
   test('401s consume no quota; failed authentications are limited per IP', async () => {
     const ip = freshIp();
     for (let i = 0; i < 3; i++) assert.equal((await call('GET', '/api/v1/assets', 'svc_live_bad', undefined, ip)).status, 401);
