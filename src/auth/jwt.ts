@@ -101,7 +101,7 @@ function providerGetter(
  * afterwards tokens that need that document are refused the same way without a new request.
  * @returns a checker whose `verify(token)` resolves to `{sub, email, sid}` (sid from the `sid`
  *   claim, or null; email from the `email` claim, or null, also when `email_verified` is
- *   false) or rejects with AuthError.
+ *   present and neither true nor "true", e.g. false or "false") or rejects with AuthError.
  */
 export function createJwtVerifier(opts: { issuer: string; audience: string; jwks?: JWTVerifyGetKey; retryMs?: number }): JwtCheck {
   let keys: Promise<JWTVerifyGetKey> | null = opts.jwks ? Promise.resolve(opts.jwks) : null;
@@ -158,8 +158,14 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
           sub: payload.sub,
           // A provider that says the address is not verified (OpenID Connect Core 1.0 §5.1,
           // `email_verified: false`) gives no email: the operator's `users set-tier EMAIL` must
-          // not reach an account that merely claims someone's address.
-          email: typeof payload.email === 'string' && payload.email_verified !== false ? payload.email : null,
+          // not reach an account that merely claims someone's address. Some providers send the
+          // claim as a string (AWS Cognito: "false"/"true"); any value other than true or
+          // "true" counts as not verified, an absent claim as the provider's word.
+          email:
+            typeof payload.email === 'string' &&
+            (payload.email_verified === undefined || payload.email_verified === true || payload.email_verified === 'true')
+              ? payload.email
+              : null,
           sid: typeof payload.sid === 'string' && payload.sid !== '' ? payload.sid : null,
         };
       } catch (e) {

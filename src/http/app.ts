@@ -18,6 +18,7 @@ import { KEY_PREFIX } from '../auth/api-keys.ts';
 import type { EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import type { Config } from '../config.ts';
 import { fieldMessage, loggableError, OutageLog, ServiceError, unexpectedError } from '../errors.ts';
+import { rateLimitAddress } from '../rate-limit/address.ts';
 import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
@@ -129,12 +130,19 @@ const ROUTE_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const KEY_IN_PATH = new RegExp(`${KEY_PREFIX}([A-Za-z0-9]{0,4})[A-Za-z0-9]*`, 'g');
 
 /**
- * The path of a request as the access log writes it: without its query string, and with any
- * API key in it cut to its display prefix (`svc_live_` + 4 characters, as key lists show it),
- * so that a key pasted into a URL does not end up whole in the log.
+ * A JWT written into a path (`/api/v1/keys/eyJhbGci...`): base64url header `eyJ` (`{"`),
+ * payload and signature, each dot-separated (RFC 7519 section 3; the signature may be empty).
+ */
+const JWT_IN_PATH = /eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/g;
+
+/**
+ * The path of a request as the access log writes it: without its query string, with any
+ * API key in it cut to its display prefix (`svc_live_` + 4 characters, as key lists show it)
+ * and any JWT cut to `eyJ...` (it is a bearer credential for 15 minutes and its payload names
+ * the user's email), so that a credential pasted into a URL does not end up whole in the log.
  */
 function loggedPath(url: string): string {
-  return pathOf(url).replace(KEY_IN_PATH, `${KEY_PREFIX}$1...`);
+  return pathOf(url).replace(KEY_IN_PATH, `${KEY_PREFIX}$1...`).replace(JWT_IN_PATH, 'eyJ...');
 }
 
 /**
@@ -196,7 +204,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
           },
         )
       : null;
-  const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${ip}`));
+  const addressLimits = (ip: string) => deps.access.peek(anonymousCaller(`ip:${rateLimitAddress(ip)}`));
   // Used when the shared limiter does not answer in time for a protocol error: empty, i.e. full quota.
   const fallbackLimiter = new TierRateLimiter(null);
   const app = Fastify({
@@ -237,7 +245,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       log: deps.log,
       asOf,
       limits: (address) => addressLimits(address),
-      fallbackLimits: (address) => fallbackLimiter.peek(`ip:${address}`, 'unauthenticated'),
+      fallbackLimits: (address) => fallbackLimiter.peek(`ip:${rateLimitAddress(address)}`, 'unauthenticated'),
       maxHeaderSize,
       onAnswer: (status) => metrics?.observe('UNKNOWN', PROTOCOL_ERROR, status, 0),
     }),

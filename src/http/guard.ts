@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { loggableError, OutageLog, ServiceError } from '../errors.ts';
+import { rateLimitAddress } from '../rate-limit/address.ts';
 import { rateLimitHeaders, type LimitDecision } from '../rate-limit/limiter.ts';
 import {
   type Access,
@@ -84,7 +85,7 @@ export function createGuard(
         .catch(done);
       return;
     }
-    const m = access.meter(auth.caller, policy, req.ip);
+    const m = access.meter(auth.caller, policy, rateLimitAddress(req.ip));
     if (m instanceof Promise) m.then((x) => metered(req, reply, policy, x, done)).catch(done);
     // Metered synchronously (the memory limiter): the request goes on in the event loop's
     // check phase, after every socket read in this poll phase has been taken in, so the
@@ -105,14 +106,14 @@ export function createGuard(
       // Refused before anything is counted, with the client address's limits in the headers.
       const err = new ServiceError('INVALID_PARAMETER', QUERY_CREDENTIAL_MESSAGE, { location: 'querystring', field: param });
       access
-        .peek(anonymousCaller(`ip:${req.ip}`))
+        .peek(anonymousCaller(`ip:${rateLimitAddress(req.ip)}`))
         .then((limits) => void refuse(req, reply, err, limits))
         .catch(done);
       return;
     }
     const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
     const header = req.is404 ? unknownRouteCredential(req.headers.authorization) : req.headers.authorization;
-    const auth = access.authenticate(header, policy, req.ip);
+    const auth = access.authenticate(header, policy, rateLimitAddress(req.ip));
     if (auth instanceof Promise) auth.then((a) => authenticated(req, reply, policy, a, done)).catch(done);
     else authenticated(req, reply, policy, auth, done);
   };

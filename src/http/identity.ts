@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fromNodeHeaders } from 'better-auth/node';
 import { AUTH_BASE_PATH, CLIENT_IP_HEADER, type EmbeddedIdentity } from '../auth/identity-lazy.ts';
 import { type ErrorCode, unexpectedError } from '../errors.ts';
+import { rateLimitAddress } from '../rate-limit/address.ts';
 import type { TierRateLimiter } from '../rate-limit/limiter.ts';
 import { sendError } from './envelope.ts';
 import { hasUnsafeText, UNSAFE_TEXT_MESSAGE } from '../services/schemas/common.ts';
@@ -114,7 +115,7 @@ const PARSED = new WeakMap<Buffer, Record<string, unknown> | null>();
  */
 async function throttled(limiter: TierRateLimiter, req: FastifyRequest, reply: FastifyReply, path: string): Promise<boolean> {
   const byIp = limiter.budget('auth-ip', SIGNIN_IP_LIMIT.points, SIGNIN_IP_LIMIT.durationSec);
-  const ip = await byIp.consume(req.ip);
+  const ip = await byIp.consume(rateLimitAddress(req.ip));
   let refused = ip.allowed ? null : { retryAfterSec: ip.retryAfterSec, scope: 'address' };
   if (!refused && path === SIGN_IN_PATH) {
     const email =
@@ -235,6 +236,7 @@ export async function identityRoutes(app: FastifyInstance, idp: EmbeddedIdentity
         }
         const headers = fromNodeHeaders(req.headers);
         for (const h of DROPPED_REQUEST_HEADERS) headers.delete(h);
+        // The full address: better-auth needs a valid IP (it counts IPv6 by its /64 itself, `ipv6Subnet`'s default).
         headers.set(CLIENT_IP_HEADER, req.ip);
         const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : (req.body as Buffer | undefined);
         // The URL is built on the configured origin, never on the client's Host header.

@@ -5,6 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { isDependencyDown, loggableError, memoRetrying, OutageLog, retryAfterOf, ServiceError } from '../errors.ts';
 import { invalidEnvelope, messageId, repeatedId } from './envelope.ts';
+import { rateLimitAddress } from '../rate-limit/address.ts';
 import { rateLimitHeaders, type LimitDecision, type TierRateLimiter } from '../rate-limit/limiter.ts';
 import {
   type Caller,
@@ -296,7 +297,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
       });
       mcp.options('/', { schema: { hide: true } }, async (_req, reply) => reply.code(204).send());
       mcp.post('/', { schema: { hide: true } }, async (req, reply) => {
-        const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, req.ip);
+        const auth = await deps.access.authenticate(req.headers.authorization, PUBLIC_UNMETERED, rateLimitAddress(req.ip));
         if (!auth.ok) {
           if (auth.cause) outageLog.error(req.log, loggableError(auth.cause), 'dependency unavailable');
           return refuse(reply, auth.error, auth.limits, refusedRequestId(req.body));

@@ -123,6 +123,14 @@ test('refuses tokens whose sub is missing or not a string', async () => {
   // An address the provider says it has not verified is not taken as the user's email.
   assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: false }))).email, null);
   assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: true }))).email, 'alice@corp.example');
+  // The claim as a string (AWS Cognito), or another value: only "true" counts as verified.
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: 'false' }))).email, null);
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: 0 }))).email, null);
+  assert.equal(
+    (await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example', email_verified: 'true' }))).email,
+    'alice@corp.example',
+  );
+  assert.equal((await v.verify(await sign({ sub: 'ok', email: 'alice@corp.example' }))).email, 'alice@corp.example');
   await refused(await sign({}), v);
   await refused(await sign({ sub: 42 }), v);
   await refused(await sign({ sub: '' }), v);

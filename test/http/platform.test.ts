@@ -224,6 +224,25 @@ describe('rate limits', { skip: SKIP }, () => {
     assert.equal(last!.headers['x-ratelimit-remaining'], '5', 'refused requests consumed nothing: 5 of 10 left today');
   });
 
+  test('IPv6: an address is counted by its /64 (rotating within it gains nothing); ::ffff:a.b.c.d counts as a.b.c.d', async () => {
+    const net = `2001:db8:${(Date.now() % 0xffff).toString(16)}:7`;
+    const codes: number[] = [];
+    for (let i = 1; i <= 6; i++)
+      codes.push((await call('GET', '/api/v1/assets', undefined, undefined, `${net}::${i.toString(16)}`)).status);
+    assert.deepEqual(codes, [200, 200, 200, 200, 200, 429]);
+    // Another /64 has its own count.
+    assert.equal((await call('GET', '/api/v1/assets', undefined, undefined, `${net}0::1`)).status, 200);
+    // The failed-authentication budget too: 21 bad keys from 21 addresses of one /64.
+    const other = `2001:db8:${(Date.now() % 0xffff).toString(16)}:8`;
+    const failed: number[] = [];
+    for (let i = 1; i <= 21; i++)
+      failed.push((await call('GET', '/api/v1/assets', 'svc_live_bad', undefined, `${other}:${i.toString(16)}::1`)).status);
+    assert.deepEqual(failed, [...Array<number>(20).fill(401), 429]);
+    const v4 = freshIp();
+    for (let i = 0; i < 5; i++) await call('GET', '/api/v1/assets', undefined, undefined, i % 2 ? `::ffff:${v4}` : v4);
+    expectError(await call('GET', '/api/v1/assets', undefined, undefined, `::ffff:${v4}`), 429, 'RATE_LIMITED');
+  });
+
   test('401s consume no quota; failed authentications are limited per IP', async () => {
     const ip = freshIp();
     for (let i = 0; i < 3; i++) assert.equal((await call('GET', '/api/v1/assets', 'svc_live_bad', undefined, ip)).status, 401);
@@ -311,6 +330,22 @@ describe('secrets', { skip: SKIP }, () => {
     const shown = `${k.key.slice(0, KEY_PREFIX.length + 4)}...`;
     assert.deepEqual(access, [`/api/v1/signals/${shown}`, `/api/v1/thesis/${shown}`, `/api/v1/${shown}/signals`]);
     assert.ok(!logLines.join('').includes(k.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'key found in the logs');
+  });
+
+  test('a JWT pasted into a path is logged as eyJ... only (no signature, no email)', async () => {
+    const jwt = await idp.token('user-jwt-in-path', { email: 'jwt-in-path@example.com' });
+    const from = logLines.length;
+    expectError(await get(`/api/v1/${jwt}/x`), 404, 'NOT_FOUND');
+    expectError(await call('GET', `/api/v1/keys/${jwt}/revoke`, jwt), 404, 'NOT_FOUND');
+    const access = logLines
+      .slice(from)
+      .flatMap((l) => l.split('\n'))
+      .filter((l) => l.includes('request completed'))
+      .map((l) => (JSON.parse(l) as { path: string }).path);
+    assert.deepEqual(access, ['/api/v1/eyJ.../x', '/api/v1/keys/eyJ.../revoke']);
+    const logs = logLines.slice(from).join('');
+    assert.ok(!logs.includes(jwt.split('.')[1]!), 'JWT payload found in the logs');
+    assert.ok(!logs.includes(jwt.split('.')[2]!), 'JWT signature found in the logs');
   });
 
   test('the access log names the key (its id, never the key) or the signed-in user, over REST and MCP', async () => {
