@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { TierRateLimiter, rateLimitHeaders, nextUtcMidnight } from '../src/rate-limit/limiter.ts';
+import { rateLimitAddress } from '../src/rate-limit/address.ts';
 import { REDIS_KEY_PREFIX, REDIS_SKIP, REDIS_URL, redisAvailable } from './helpers/env.ts';
 import { freePort } from './helpers/faults.ts';
 
@@ -320,4 +321,23 @@ describe('TierRateLimiter on one Redis under two key prefixes', () => {
       'other prefix: not revoked',
     );
   });
+});
+
+test('rateLimitAddress: IPv4 as is, IPv6 by its /64 in one spelling, IPv4-mapped as IPv4', () => {
+  const cases: [string, string][] = [
+    ['203.0.113.7', '203.0.113.7'],
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::/64'],
+    // Another address of the same /64, written with upper case, leading zeros and ::
+    ['2001:0DB8:0001:0002::ff', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['::ffff:192.0.2.1', '192.0.2.1'],
+    ['::FFFF:192.0.2.1', '192.0.2.1'],
+    // An embedded IPv4 tail that is not the mapped form: its groups are past the /64.
+    ['64:ff9b:1:2::192.0.2.1', '64:ff9b:1:2::/64'],
+    // Not an address: unchanged (e.g. a test's made-up subject).
+    ['not-an-ip', 'not-an-ip'],
+  ];
+  for (const [ip, want] of cases) assert.equal(rateLimitAddress(ip), want, ip);
 });

@@ -13,7 +13,8 @@ import { isIPv6 } from 'node:net';
  * @returns the subject to count; anything that is not an IPv6 address is returned unchanged.
  */
 export function rateLimitAddress(ip: string): string {
-  if (!isIPv6(ip)) return ip;
+  // Every request's path (twice): an IPv4 address, which has no colon, needs no parsing.
+  if (!ip.includes(':') || !isIPv6(ip)) return ip;
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(ip);
   if (mapped) return mapped[1]!;
   // Expand to 8 groups: a zone id (`%eth0`) dropped, an embedded IPv4 tail as two groups.
