@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, statSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { chownSync, cpSync, existsSync, statSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
-import { adminSocketPath } from '../src/admin/channel.ts';
+import { AdminChannelError, adminSocketPath, requestSetTier } from '../src/admin/channel.ts';
 import { authUser } from '../src/store/auth-schema.ts';
 import { openDatabase } from '../src/store/db.ts';
 import { UserRepo } from '../src/store/user-repo.ts';
@@ -181,3 +181,29 @@ test('users set-tier on PostgreSQL + Redis moves the tier epoch under the deploy
       redis.disconnect();
     }
   }));
+
+test(
+  "the admin channel's client sends nothing to a socket of another OS user (one planted while no service ran)",
+  { skip: process.getuid?.() === 0 ? false : 'SKIPPED: needs root, to give the socket file to another user (chown)' },
+  async () => {
+    const dir = tmpDir();
+    const socket = adminSocketPath(path.join(dir, 'pglite'));
+    let received = '';
+    const planted = createServer((c) => c.on('data', (d) => (received += d)).end('{"ok":true,"users":1}\n'));
+    await new Promise<void>((resolve) => planted.listen(socket, resolve));
+    try {
+      chownSync(socket, 65534, 65534);
+      await assert.rejects(
+        requestSetTier(socket, 'victim@example.com', 'api', 2000),
+        (e: unknown) => e instanceof AdminChannelError && /belongs to another OS user \(uid 65534, not 0\)/.test(e.message),
+      );
+      assert.equal(received, '', 'neither the email nor the tier was sent');
+      // The same socket, given back to this user: asked as before.
+      chownSync(socket, 0, 0);
+      assert.equal(await requestSetTier(socket, 'victim@example.com', 'api', 2000), 1);
+      assert.match(received, /victim@example\.com/);
+    } finally {
+      await new Promise((resolve) => planted.close(resolve));
+    }
+  },
+);

@@ -1,4 +1,4 @@
-import { chmodSync, rmSync } from 'node:fs';
+import { chmodSync, lstatSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import { PLAN_TIERS, type PlanTier } from '../auth/tiers.ts';
 
@@ -111,12 +111,37 @@ export async function startAdminChannel(
 }
 
 /**
+ * Why the client must not use the socket file at `socketPath`, or null: a file that is not a
+ * socket, or a socket owned by another OS user than this process's (another local user could
+ * have put a socket of their own there while no service ran, to read the email and the tier
+ * and answer a fake success). A socket of root's is trusted too. An absent file is left to the
+ * connection's own error; on a platform without uids (Windows) nothing is checked.
+ */
+function untrustedSocket(socketPath: string): string | null {
+  const uid = process.getuid?.();
+  if (uid === undefined) return null;
+  let st;
+  try {
+    st = lstatSync(socketPath);
+  } catch {
+    return null;
+  }
+  if (!st.isSocket()) return `${socketPath} is not a socket`;
+  if (st.uid !== uid && st.uid !== 0)
+    return `${socketPath} belongs to another OS user (uid ${st.uid}, not ${uid}): run the command as the service's OS user, or remove the file if no service of yours runs`;
+  return null;
+}
+
+/**
  * Asks the service listening at `socketPath` to set the tier of the users with `email`.
  * Bounded by `timeoutMs` (default 5000).
  * @returns the number of users changed (0 when no user has this email).
- * @throws AdminChannelError when the socket is absent, refuses, times out or answers an error.
+ * @throws AdminChannelError when the socket is absent, is not a socket or belongs to another
+ *   OS user (nothing is sent to it), refuses, times out or answers an error.
  */
 export function requestSetTier(socketPath: string, email: string, tier: PlanTier, timeoutMs = 5000): Promise<number> {
+  const untrusted = untrustedSocket(socketPath);
+  if (untrusted) return Promise.reject(new AdminChannelError(`not asking the admin channel: ${untrusted}`));
   return new Promise((resolve, reject) => {
     const sock = createConnection(socketPath);
     let buf = '';
