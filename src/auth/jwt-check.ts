@@ -13,6 +13,12 @@ export interface JwtCheck {
    *   provider's).
    */
   verify(token: string): Promise<{ sub: string; email: string | null; sid: string | null }>;
+  /**
+   * How a client gets a JWT this checker accepts, for the refusals that need one (services/access.ts
+   * MESSAGES: "Key management needs the JWT of a signed-in user ...: <howToGet>"); absent, the
+   * embedded identity provider's way (/signin, or POST /auth/sign-in/email then GET /auth/token).
+   */
+  readonly howToGet?: string;
 }
 
 /** A JWT was refused; the message is safe to show (it never contains the token). */

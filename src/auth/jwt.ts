@@ -131,6 +131,8 @@ export function createJwtVerifier(opts: { issuer: string; audience: string; jwks
     });
   };
   return {
+    // No /signin or /auth here: this service does not sign users in, the provider does.
+    howToGet: `get an access token for the audience ${opts.audience} from the identity provider ${opts.issuer} (this service does not sign users in itself; its /auth routes are off)`,
     async verify(token: string) {
       if (!keys) {
         keys = discover();

@@ -124,11 +124,13 @@ const GET_A_KEY =
   'sign in at /signin, create a key there (or POST /api/v1/keys/create with your JWT), and send it as Authorization: Bearer svc_live_... (MCP over stdio: set MARKET_INTEL_API_KEY)';
 
 /**
- * How to get a JWT (README, "API keys"): the /signin page keeps it in the browser (the
- * dashboard's API keys section at /account uses it); scripts take it from GET /auth/token.
+ * How to get a JWT from the embedded identity provider (README, "API keys"): the /signin page
+ * keeps it in the browser (the dashboard's API keys section at /account uses it); scripts take
+ * it from GET /auth/token. With an external provider (AUTH_ISSUER) its checker's `howToGet`
+ * says instead (auth/jwt.ts).
  */
 const GET_A_JWT =
-  'in a browser, sign in at /signin and manage keys at /account; with curl, POST /auth/sign-in/email, then GET /auth/token with the session token as Authorization: Bearer (with AUTH_ISSUER set: a token from that identity provider)';
+  'in a browser, sign in at /signin and manage keys at /account; with curl, POST /auth/sign-in/email, then GET /auth/token with the session token as Authorization: Bearer';
 
 /** A wait in words (seconds, minutes, or hours and minutes), for a 429 message. */
 function waitFor(retryAfterSec: number): string {
@@ -149,9 +151,12 @@ export const MESSAGES = {
    * No credential where an API key or a signed-in user's JWT is accepted (policy
    * `api-key-or-user` over HTTP with an identity provider: theses, the dashboard's data).
    */
-  keyOrJwtRequired: `This operation needs an API key or a signed-in user's JWT (bearer token), sent as Authorization: Bearer <key or JWT>. For a key: ${GET_A_KEY}. For a JWT: ${GET_A_JWT}`,
-  jwtRequired: `Key management needs the JWT of a signed-in user as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
-  keyNotJwt: `Key management takes the JWT of a signed-in user, not an API key, as Authorization: Bearer <JWT>: ${GET_A_JWT}`,
+  /** The `howTo*` argument of these messages: how to get a JWT here (`Access`: its checker's `howToGet`, else GET_A_JWT). */
+  keyOrJwtRequired: (howToJwt: string) =>
+    `This operation needs an API key or a signed-in user's JWT (bearer token), sent as Authorization: Bearer <key or JWT>. For a key: ${GET_A_KEY}. For a JWT: ${howToJwt}`,
+  jwtRequired: (howToJwt: string) => `Key management needs the JWT of a signed-in user as Authorization: Bearer <JWT>: ${howToJwt}`,
+  keyNotJwt: (howToJwt: string) =>
+    `Key management takes the JWT of a signed-in user, not an API key, as Authorization: Bearer <JWT>: ${howToJwt}`,
   /** An Authorization header that is not `Bearer <token>` (reason `malformed_header`). */
   badHeader: 'Authorization header must be: Bearer <token> (an API key svc_live_..., or a JWT for key management and theses)',
   /** An API key that is not one of ours (reason `unknown`). */
@@ -172,7 +177,7 @@ export const MESSAGES = {
   /** A bearer token over HTTP that is neither an API key nor accepted as a JWT here. */
   notAKey:
     'Invalid API key: API endpoints and MCP take an API key (Authorization: Bearer svc_live_...), not a JWT or other token; JWTs are for key management (/api/v1/keys/...) and theses. Create a key at /signin',
-  invalidJwt: `Invalid or expired token: get a fresh JWT; ${GET_A_JWT}`,
+  invalidJwt: (howToJwt: string) => `Invalid or expired token: get a fresh JWT; ${howToJwt}`,
   idpDown: 'The identity provider could not be reached; try again shortly',
   sessionEnded: `The sign-in session this JWT was issued for has ended (signed out, revoked or expired): sign in again; ${GET_A_JWT}`,
   tooManyFailures: (retryAfterSec: number) =>
@@ -329,6 +334,11 @@ export class Access {
     this.#account = deps.limiter.scaled(ACCOUNT_LIMITER, MAX_ACTIVE_KEYS);
   }
 
+  /** How a client gets a JWT accepted here, for refusals: the checker's own words (an external provider's), else the embedded provider's way. */
+  #howToJwt(): string {
+    return this.#jwt?.howToGet ?? GET_A_JWT;
+  }
+
   /** Sets the JWT verifier once the identity provider is built (it needs the open database). */
   useJwtVerifier(jwt: JwtCheck | null): void {
     this.#jwt = jwt;
@@ -337,7 +347,7 @@ export class Access {
   async #identify(header: string | undefined, policy: Policy, address: string, epoch: string): Promise<Caller> {
     if (header === undefined || header === '') {
       if (policy.name === 'api-key' || policy.name === 'api-key-or-user') throw this.#missingCredential(policy, true);
-      if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
+      if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired(this.#howToJwt()), { reason: 'missing' });
       return anonymousCaller(`ip:${address}`);
     }
     const m = BEARER.exec(header);
@@ -345,7 +355,8 @@ export class Access {
     if (!m) throw new ServiceError('UNAUTHORIZED', MESSAGES.badHeader, { reason: 'malformed_header' });
     const token = m[1]!;
     if (looksLikeApiKey(token)) {
-      if (policy.name === 'user') throw new ServiceError('UNAUTHORIZED', MESSAGES.keyNotJwt, { reason: 'wrong_credential' });
+      if (policy.name === 'user')
+        throw new ServiceError('UNAUTHORIZED', MESSAGES.keyNotJwt(this.#howToJwt()), { reason: 'wrong_credential' });
       try {
         return keyCaller(await this.#deps.keys.authenticate(token, epoch));
       } catch (e) {
@@ -362,7 +373,7 @@ export class Access {
       // Not the caller's fault: 503, and no failed-authentication count against its address.
       if (e instanceof IdentityProviderUnavailableError) throw unavailable(MESSAGES.idpDown, DEPENDENCY_RETRY_AFTER_SEC, e.cause ?? e);
       if (e instanceof SessionEndedError) throw new ServiceError('UNAUTHORIZED', MESSAGES.sessionEnded, { reason: 'session_ended' });
-      throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt, { reason: 'invalid_jwt' });
+      throw new ServiceError('UNAUTHORIZED', MESSAGES.invalidJwt(this.#howToJwt()), { reason: 'invalid_jwt' });
     }
     const tier = (await this.#deps.userTier(claims.sub)) ?? 'free';
     return { kind: 'jwt', tier, subject: `user:${claims.sub}`, userId: claims.sub, email: claims.email };
@@ -469,7 +480,9 @@ export class Access {
    */
   #missingCredential(policy: Policy, surfaceTakesJwt: boolean): ServiceError {
     const jwt = policy.name === 'api-key-or-user' && surfaceTakesJwt && this.#jwt !== null;
-    return new ServiceError('UNAUTHORIZED', jwt ? MESSAGES.keyOrJwtRequired : MESSAGES.keyRequired, { reason: 'missing' });
+    return new ServiceError('UNAUTHORIZED', jwt ? MESSAGES.keyOrJwtRequired(this.#howToJwt()) : MESSAGES.keyRequired, {
+      reason: 'missing',
+    });
   }
 
   /**
@@ -485,7 +498,7 @@ export class Access {
       return this.#missingCredential(policy, opts.surfaceTakesJwt ?? true);
     }
     if (caller.kind !== 'jwt' && policy.name === 'user')
-      return new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired, { reason: 'missing' });
+      return new ServiceError('UNAUTHORIZED', MESSAGES.jwtRequired(this.#howToJwt()), { reason: 'missing' });
     if (policy.tiers && !policy.tiers.includes(caller.tier)) {
       return new ServiceError('TIER_REQUIRED', MESSAGES.tierRequired(policy.tiers, caller.tier), {
         required_tiers: policy.tiers,

@@ -182,6 +182,9 @@ test('key management refuses the session token, a tampered JWT and no credential
   }
   const none = await post('/api/v1/keys/create', {});
   assert.equal(none.status, 401);
+  // With the embedded identity provider, the refusal says how to sign in here.
+  const said = ((await none.json()) as { error: { message: string } }).error.message;
+  assert.match(said, /sign in at \/signin and manage keys at \/account; with curl, POST \/auth\/sign-in\/email, then GET \/auth\/token/);
 });
 
 test('the password is stored as a scrypt hash, not in plain text', async () => {

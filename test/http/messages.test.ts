@@ -137,15 +137,19 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     }
   });
 
-  test('key management without a JWT, with an API key or with a bad JWT says how to get a JWT, in a browser and with curl', async () => {
+  test('key management without a JWT, with an API key or with a bad JWT says how to get a JWT from the external identity provider', async () => {
+    // The harness runs with AUTH_ISSUER (an external provider): no /signin or /auth here, so the
+    // refusal names the provider and the audience (the embedded provider's words: test/auth/identity.test.ts).
     const { key } = await harness().keyFor('free');
+    const { issuer, audience } = harness().idp;
     for (const token of [undefined, key, 'eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln']) {
       const r = await harness().request('GET', '/api/v1/keys', { token });
       expectError(r, 401, 'UNAUTHORIZED');
-      assert.match(
+      assert.ok(
+        r.body.error.message.includes(`get an access token for the audience ${audience} from the identity provider ${issuer}`),
         r.body.error.message,
-        /sign in at \/signin and manage keys at \/account; with curl, POST \/auth\/sign-in\/email, then GET \/auth\/token/,
       );
+      assert.doesNotMatch(r.body.error.message, /\/auth\/sign-in\/email|\/signin/);
     }
   });
 
@@ -192,7 +196,8 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
       assert.equal(r.body.error.details.reason, 'missing', path);
       assert.match(r.body.error.message, /^This operation needs an API key or a signed-in user's JWT \(bearer token\)/, path);
       assert.match(r.body.error.message, HOW_TO_GET_A_KEY, path);
-      assert.match(r.body.error.message, /with curl, POST \/auth\/sign-in\/email, then GET \/auth\/token/, path);
+      // The harness's identity provider is external (AUTH_ISSUER): the JWT comes from it.
+      assert.match(r.body.error.message, /For a JWT: get an access token for the audience .* from the identity provider http/, path);
     }
   });
 });
