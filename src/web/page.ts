@@ -67,7 +67,7 @@ ${SITE_PAGES.map((p) => `<li><a href="${p.href}"${p.nav ? ` data-nav="${p.nav}"`
 </header>
 <main id="main" tabindex="-1"><p class="muted">Loading...</p></main>
 <footer class="foot">
-<p>Signals are computed point-in-time from ${config.dataMode === 'offline' ? `the bundled historical dataset (offline mode, data to ${config.dataAsOf})` : 'market data ingested from public APIs'}; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/readyz">Status</a></p>
+<p>Signals are computed point-in-time from ${config.dataMode === 'offline' ? `the bundled historical dataset (offline mode, data to ${config.dataAsOf})` : 'market data ingested from public APIs'}; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/api/v1/status">Data status</a></p>
 </footer>
 </body>
 </html>

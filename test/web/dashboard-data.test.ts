@@ -135,6 +135,8 @@ describe('dashboard pages and files', { skip: SKIP }, () => {
       assert.match(r.raw, /<script type="module" src="\/app\/static\/app.js/, p);
       assert.match(String(r.headers['content-security-policy']), /^default-src 'none'; script-src 'self'; style-src 'self'/);
       assert.equal(r.headers['x-frame-options'], 'DENY');
+      // The footer's status link is the data's freshness (every series, its age), not the load balancer's probe.
+      assert.match(r.raw, /<a href="\/api\/v1\/status">Data status<\/a>/, p);
     }
     const js = await h.request('GET', '/app/static/app.js', { headers: { 'accept-encoding': 'gzip' } });
     assert.equal(js.status, 200);
