@@ -185,7 +185,7 @@ describe('metrics and landing page', { skip: SKIP }, () => {
     assert.match(String(r.headers['content-security-policy']), /default-src 'none'; script-src 'self'; style-src 'self'/);
     assert.doesNotMatch(r.raw, /(src|href)=["']?(https?:)?\/\//i, 'no CDN, no external fonts');
     assert.ok(r.raw.includes('<script type="module" src="/app/static/app.js"></script>'));
-    for (const href of ['/docs', '/api/v1/openapi.json', '/readyz', '/account']) assert.ok(r.raw.includes(`href="${href}"`), href);
+    for (const href of ['/docs', '/api/v1/openapi.json', '/api/v1/status', '/account']) assert.ok(r.raw.includes(`href="${href}"`), href);
     // This harness uses an external identity provider: the page is told so (sign-in links to it).
     assert.match(r.raw, new RegExp(`"signIn":"${h.idp.issuer.replace(/[.]/g, '\\.')}"`));
   });
