@@ -70,6 +70,8 @@ export function createGuard(
     policy: Policy,
     auth: Authentication,
     done: (err?: Error) => void,
+    /** The client address as the per-address limits count it (rateLimitAddress), worked out once by the guard. */
+    address: string,
   ): void {
     if (!auth.ok) {
       if (auth.error.status >= 500) outageLog.error(req.log, loggableError(auth.cause ?? auth.error), 'dependency unavailable');
@@ -85,7 +87,7 @@ export function createGuard(
         .catch(done);
       return;
     }
-    const m = access.meter(auth.caller, policy, rateLimitAddress(req.ip));
+    const m = access.meter(auth.caller, policy, address);
     if (m instanceof Promise) m.then((x) => metered(req, reply, policy, x, done)).catch(done);
     // Metered synchronously (the memory limiter): the request goes on in the event loop's
     // check phase, after every socket read in this poll phase has been taken in, so the
@@ -101,20 +103,21 @@ export function createGuard(
   // continue when theirs settles.
   // A refusal sends the envelope and ends the request here (done is not called).
   return function guard(req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+    const address = rateLimitAddress(req.ip);
     const param = queryCredential(req.query);
     if (param !== null) {
       // Refused before anything is counted, with the client address's limits in the headers.
       const err = new ServiceError('INVALID_PARAMETER', QUERY_CREDENTIAL_MESSAGE, { location: 'querystring', field: param });
       access
-        .peek(anonymousCaller(`ip:${rateLimitAddress(req.ip)}`))
+        .peek(anonymousCaller(`ip:${address}`))
         .then((limits) => void refuse(req, reply, err, limits))
         .catch(done);
       return;
     }
     const policy = mapPolicy(req.routeOptions.config?.policy ?? PUBLIC);
     const header = req.is404 ? unknownRouteCredential(req.headers.authorization) : req.headers.authorization;
-    const auth = access.authenticate(header, policy, rateLimitAddress(req.ip));
-    if (auth instanceof Promise) auth.then((a) => authenticated(req, reply, policy, a, done)).catch(done);
-    else authenticated(req, reply, policy, auth, done);
+    const auth = access.authenticate(header, policy, address);
+    if (auth instanceof Promise) auth.then((a) => authenticated(req, reply, policy, a, done, address)).catch(done);
+    else authenticated(req, reply, policy, auth, done, address);
   };
 }
