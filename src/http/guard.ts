@@ -9,7 +9,6 @@ import {
   bearerChallenge,
   type Caller,
   type Metering,
-  refusalHeaders,
   PUBLIC,
   type Policy,
   QUERY_CREDENTIAL_MESSAGE,
@@ -47,7 +46,8 @@ export function createGuard(
   outageLog: OutageLog = new OutageLog(),
 ) {
   function refuse(req: FastifyRequest, reply: FastifyReply, err: ServiceError, limits: LimitDecision): FastifyReply {
-    reply.headers(refusalHeaders(err, limits));
+    // Retry-After comes from sendError (envelope.ts), the one owner of it on REST.
+    reply.headers(rateLimitHeaders(limits));
     if (err.code === 'UNAUTHORIZED') reply.header('WWW-Authenticate', bearerChallenge(err));
     return sendServiceError(req, reply, err, asOf);
   }

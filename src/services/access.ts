@@ -683,7 +683,8 @@ export function bearerChallenge(err: ServiceError): string {
 }
 
 /**
- * The headers of a refused request, whatever the surface: the rate-limit headers of `limits`,
+ * The headers of a refused request outside the REST envelope (MCP over HTTP; REST's
+ * `sendError` sets `Retry-After` itself): the rate-limit headers of `limits`,
  * and on a 429 or a passing 503 `Retry-After` from the error's `details.retry_after` (seconds,
  * `retryAfterOf`; on a 429 also set when the refusal came from a budget that `limits` does not
  * describe, e.g. failed authentications).
