@@ -7,8 +7,8 @@
 //  - one pino access-log line per request (method, path, status, ms, tier, ip; to stdout,
 //    which the bench sends to /dev/null like the service's), a request id per request;
 //  - the service's response headers: X-Request-Id, X-RateLimit-* (from the plugin), the IETF
-//    RateLimit/RateLimit-Policy headers, X-Service-Tier, ETag, Cache-Control, Vary, CORS,
-//    content-type (the static ones captured from the service, in the headers file).
+//    RateLimit/RateLimit-Policy headers, X-Service-Tier, X-Content-Type-Options, ETag,
+//    Cache-Control, Vary, CORS, content-type (the static ones captured from the service, in the headers file).
 // With PEER_FEATURES=full (the default) it also has the service's other per-request features,
 // each from its standard plugin, as the service answers a keyed GET /api/v1/signals:
 //  - the account ceiling beside the key's per-minute window: each user's keys together get

@@ -333,6 +333,7 @@ async function main() {
         'cache-control',
         'vary',
         'x-service-tier',
+        'x-content-type-options',
         'access-control-allow-origin',
         'access-control-expose-headers',
       ];

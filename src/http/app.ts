@@ -220,6 +220,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     // get the envelope too.
     frameworkErrors: (err, req, reply) => {
       reply.header('X-Request-Id', req.id);
+      reply.header('X-Content-Type-Options', 'nosniff');
       const code = (err as { code?: string }).code;
       const message =
         code === 'FST_ERR_BAD_URL'
@@ -273,8 +274,11 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   // Synchronous hooks (done callback): no promise per request on the hot path.
+  // `nosniff` on every answer (JSON, errors, MCP, pages): a browser never reads an API answer
+  // as HTML or script whatever its bytes (OWASP REST Security Cheat Sheet, "Security headers").
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('X-Request-Id', req.id);
+    reply.header('X-Content-Type-Options', 'nosniff');
     done();
   });
   // Access log: method, path (no query string, which could carry secrets, and no API key pasted

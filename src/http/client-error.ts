@@ -99,6 +99,7 @@ export function createClientErrorHandler(deps: ClientErrorDeps): (err: NodeJS.Er
         'Content-Length': String(Buffer.byteLength(body)),
         'Cache-Control': 'no-store',
         'X-Request-Id': id,
+        'X-Content-Type-Options': 'nosniff',
         ...rateLimitHeaders(limits),
         Connection: 'close',
       };

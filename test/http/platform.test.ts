@@ -74,6 +74,20 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
     assert.match(res.json().error.message, /title/);
   });
 
+  test('every answer says X-Content-Type-Options: nosniff (JSON, errors before routing, MCP, pages)', async () => {
+    const answers = await Promise.all(
+      [
+        { url: '/api/v1/signals' },
+        { url: '/api/v1/chain-health/%E0%A4%A' },
+        { url: '/api/v1/nope' },
+        { url: '/api/v1/keys', headers: { authorization: 'Bearer svc_live_nope' } },
+        { url: '/mcp', method: 'POST' as const, payload: { jsonrpc: '2.0', id: 1, method: 'ping' } },
+        { url: '/' },
+      ].map((r, i) => app.inject({ method: 'GET', ...r, remoteAddress: `10.0.201.${i + 1}` })),
+    );
+    for (const r of answers) assert.equal(r.headers['x-content-type-options'], 'nosniff', `${r.statusCode} ${r.body.slice(0, 80)}`);
+  });
+
   test('unknown route is a 404 in the envelope', async () => {
     const r = await get('/api/v1/nope');
     expectError(r, 404, 'NOT_FOUND');
