@@ -480,7 +480,23 @@ function missingDays(candles) {
 /** `day` (YYYY-MM-DD) moved by `n` UTC days. */
 const addDay = (day, n) => new Date(Date.parse(day) + n * 86_400_000).toISOString().slice(0, 10);
 
-function drawChart(el, lib, p) {
+/**
+ * The candlestick series of `candles` (oldest first) with a whitespace point (time only) for
+ * each day of `gaps` (missingDays of the same candles), in time order, in one pass.
+ */
+function candlePoints(candles, gaps) {
+  const out = [];
+  let g = 0;
+  for (const c of candles) {
+    // Every gap lies between two candles: its days go before the first candle after it.
+    for (; g < gaps.length && gaps[g].to < c.date; g++) for (let k = 0; k < gaps[g].days; k++) out.push({ time: addDay(gaps[g].from, k) });
+    out.push({ time: c.date, open: c.open, high: c.high, low: c.low, close: c.close });
+  }
+  return out;
+}
+
+/** Draws the price chart of the prices answer `p` into `el`; `gaps`: missingDays(p.candles). */
+function drawChart(el, lib, p, gaps) {
   const chart = lib.createChart(el, {
     autoSize: true,
     // The logo injects an inline <style> (refused by the CSP): the attribution is a text link under the chart instead.
@@ -498,10 +514,8 @@ function drawChart(el, lib, p) {
   });
   // A day without a candle is a whitespace point (time only): the library leaves its slot empty
   // instead of closing the time axis over it, so a gap shows as a gap.
-  const gaps = missingDays(p.candles);
-  const blanks = gaps.flatMap((g) => Array.from({ length: g.days }, (_, k) => ({ time: addDay(g.from, k) })));
-  const bars = p.candles.map((c) => ({ time: c.date, open: c.open, high: c.high, low: c.low, close: c.close }));
-  candles.setData([...bars, ...blanks].sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0)));
+  const points = candlePoints(p.candles, gaps);
+  candles.setData(points);
   // The signal level in effect each day, as a colour band along the bottom.
   const band = chart.addSeries(lib.HistogramSeries, { priceScaleId: 'band', priceLineVisible: false, lastValueVisible: false });
   chart.priceScale('band').applyOptions({ scaleMargins: { top: 0.93, bottom: 0 }, visible: false });
@@ -529,7 +543,7 @@ function drawChart(el, lib, p) {
   chart.timeScale().fitContent();
   el.dataset.markers = String(plugin.markers().length);
   el.dataset.candles = String(p.candles.length);
-  el.dataset.missingDays = String(blanks.length);
+  el.dataset.missingDays = String(points.length - p.candles.length);
   return chart;
 }
 
@@ -701,9 +715,8 @@ async function historySection(asset, el) {
   }
 }
 
-/** The sentence naming the days the window's candles lack (left blank on the chart), or null when none. */
-function gapNote(candles) {
-  const gaps = missingDays(candles);
+/** The sentence naming the days the window's candles lack (`gaps`: missingDays; left blank on the chart), or null when none. */
+function gapNote(gaps) {
   if (!gaps.length) return null;
   const total = gaps.reduce((a, g) => a + g.days, 0);
   const runs = gaps.map((g) => (g.days === 1 ? g.from : `${g.from} to ${g.to}`)).join(', ');
@@ -724,6 +737,7 @@ async function assetPage(asked) {
   ]);
   const s = sig.data;
   const p = prices.data;
+  const gaps = missingDays(p.candles);
   const asOf = sig.meta.as_of;
   setTitle(`${s.name} (${s.symbol})`);
   const info = assets.data.assets.find((a) => a.asset === s.asset);
@@ -778,7 +792,7 @@ async function assetPage(asked) {
         { class: 'small muted' },
         `Daily candles from ${p.source}, as of ${p.as_of}. Arrows mark the days the signal changed; the band shows the level in effect.`,
       ),
-      gapNote(p.candles),
+      gapNote(gaps),
       h(
         'p',
         { class: 'small muted' },
@@ -804,7 +818,7 @@ async function assetPage(asked) {
     card('Signal history', historyEl),
   );
   loadCharts()
-    .then((lib) => drawChart(chartEl, lib, p))
+    .then((lib) => drawChart(chartEl, lib, p, gaps))
     .catch((e) => chartEl.replaceWith(h('p', { class: 'error', text: e.message })));
   if (info?.chain) {
     const ch = await data(`/chain-health/${info.chain}`);
