@@ -61,6 +61,14 @@ export function dayString(n: number): string {
   return new Date(n * DAY_MS).toISOString().slice(0, 10);
 }
 
+/**
+ * Whole UTC days from `a` to `b` (b - a; negative when `b` is earlier), both `YYYY-MM-DD`.
+ * @throws RangeError on a bad day.
+ */
+export function daysBetween(a: string, b: string): number {
+  return dayNumber(b) - dayNumber(a);
+}
+
 /** `day` shifted by `days` (may be negative), as `YYYY-MM-DD`. @throws RangeError on a bad day. */
 export function addDays(day: string, days: number): string {
   return dayString(dayNumber(day) + days);

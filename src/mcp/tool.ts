@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { type ErrorCode, fieldMessage, ServiceError, loggableError, reworded, unexpectedError } from '../errors.ts';
 import type { LimitDecision } from '../rate-limit/limiter.ts';
 import type { Access, Caller, Policy } from '../services/access.ts';
-import { daysFrom } from '../services/freshness.ts';
+import { daysBetween } from '../engine/util.ts';
 import type { Operation, Services } from '../services/operation.ts';
 import { closedObject } from '../services/schemas/common.ts';
 
@@ -315,7 +315,7 @@ function withoutPlaceholder(tool: ToolDefinition, args: unknown): unknown {
 export function dataAge(services: Services, now: Date = new Date()): string {
   const { asOf, mode } = services.market;
   const today = now.toISOString().slice(0, 10);
-  const age = Math.max(0, daysFrom(asOf, today));
+  const age = Math.max(0, daysBetween(asOf, today));
   const source = mode === 'live' ? 'live data, ingested from public APIs' : 'the bundled historical dataset (offline mode), not live data';
   return `Data as of ${asOf} (${source}): ${age === 0 ? 'today' : `${age} day${age === 1 ? '' : 's'} before today, ${today} UTC`}.`;
 }

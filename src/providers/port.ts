@@ -81,7 +81,8 @@ export interface MarketDataProvider {
    * Loads the data visible at `asOf` (YYYY-MM-DD, UTC; default: the newest date the
    * provider has).
    * @throws DataValidationError when the source data is malformed.
-   * @throws RangeError when `asOf` is before the start of the data.
+   * @throws RangeError when `asOf` is before the start of the data; a provider may also refuse
+   *   a day after its newest (StoredMarketProvider: AsOfOutOfRangeError, a RangeError).
    */
   load(asOf?: string): Promise<MarketData>;
 }

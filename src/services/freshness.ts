@@ -1,5 +1,5 @@
 import type { SeriesKind } from '../engine/types.ts';
-import { addDays } from '../engine/util.ts';
+import { addDays, daysBetween } from '../engine/util.ts';
 
 /**
  * How many days a series may lag the reference day before its numbers are stale, by kind
@@ -15,11 +15,6 @@ const KIND_LABEL: Record<SeriesKind, string> = {
   funding: 'funding rates',
   metric: 'chain metric',
 };
-
-/** Whole UTC days from `a` to `b` (b - a); both YYYY-MM-DD. */
-export function daysFrom(a: string, b: string): number {
-  return Math.round((Date.parse(`${b}T00:00:00Z`) - Date.parse(`${a}T00:00:00Z`)) / 86_400_000);
-}
 
 /** A freshness verdict: `stale` with the reason(s) when an input is older than its cadence allows. */
 export interface Staleness {
@@ -42,7 +37,7 @@ export interface FreshnessInput {
  */
 export function staleReason(input: FreshnessInput, reference: string): string | null {
   if (!input.newest) return null;
-  const lag = daysFrom(input.newest, reference);
+  const lag = daysBetween(input.newest, reference);
   const cadence = input.cadenceHours ?? 24;
   const allowed = MAX_LAG_DAYS[input.kind] + Math.max(0, Math.ceil(cadence / 24) - 1);
   if (lag <= allowed) return null;

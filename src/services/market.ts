@@ -264,7 +264,9 @@ export class MarketService {
   /**
    * Loads the provider's data as of `asOf` (default: its newest day) and computes every
    * series. `history` may be null for computations that need no storage (benchmarks, tests).
-   * @throws RangeError when `asOf` is before the data starts.
+   * @throws what `provider.load` throws: RangeError when `asOf` is before the data starts
+   *   (with the store's provider also AsOfOutOfRangeError, a RangeError, when it is after the
+   *   newest day, or a RangeError when nothing is stored), DataValidationError on malformed data.
    */
   static async create(
     provider: MarketDataProvider,

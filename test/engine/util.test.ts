@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { dayNumber, isoFormatter } from '../../src/engine/util.ts';
+import { DAY_MS, dayNumber, daysBetween, isoFormatter } from '../../src/engine/util.ts';
+import { DAY_MS as ADAPTER_DAY_MS } from '../../src/providers/live/days.ts';
 
 test('isoFormatter: the text of Date.prototype.toISOString for every instant, including repeats and going back', () => {
   const f = isoFormatter();
@@ -24,4 +25,12 @@ test('dayNumber: days since 1970-01-01; a malformed day and a day that does not 
       name: 'RangeError',
       message: `invalid day '${missing}': no such calendar date (expected an existing day, YYYY-MM-DD)`,
     });
+});
+
+test('daysBetween: whole UTC days from a to b (the one owner of this arithmetic: freshness, the dataset gaps and MCP data age use it)', () => {
+  assert.equal(daysBetween('2024-02-28', '2024-03-01'), 2);
+  assert.equal(daysBetween('2024-03-01', '2024-02-28'), -2);
+  assert.equal(daysBetween('2025-12-31', '2025-12-31'), 0);
+  assert.throws(() => daysBetween('2024-02-30', '2024-03-01'), RangeError, 'a day that does not exist is refused, not rolled over');
+  assert.equal(ADAPTER_DAY_MS, DAY_MS, 'the live adapters use the engine constant');
 });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Candle, ChainId, FearGreedPoint, FundingPoint, MetricPoint, SourcedPoints } from '../../engine/types.ts';
-import { addDays } from '../../engine/util.ts';
+import { addDays, daysBetween } from '../../engine/util.ts';
 import { ASSETS } from '../assets.ts';
 import {
   DataValidationError,
@@ -14,7 +14,6 @@ import {
   type SeriesFreshness,
 } from '../port.ts';
 
-const DAY_MS = 86_400_000;
 const FEAR_GREED_SOURCE = 'data/fear_greed.csv (alternative.me Crypto Fear & Greed Index)';
 const ISO_DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -163,11 +162,6 @@ function checkDates(csv: Csv, dates: string[]): void {
       throw new DataValidationError(`${csv.file} line ${i + 2}: date ${d} does not increase (after ${dates[i - 1]})`);
     }
   }
-}
-
-/** Whole UTC days from `a` to `b` (b - a). */
-export function daysBetween(a: string, b: string): number {
-  return Math.round((Date.parse(`${b}T00:00:00Z`) - Date.parse(`${a}T00:00:00Z`)) / DAY_MS);
 }
 
 /** Finds the missing calendar days in an increasing list of dates. */

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { Candle, ChainId, MetricPoint } from '../../engine/types.ts';
-import { dayNumber, dayString, isCalendarDay } from '../../engine/util.ts';
+import { DAY_MS, dayNumber, dayString, isCalendarDay } from '../../engine/util.ts';
 import type { HttpClient } from './http.ts';
 import { UpstreamError, type LiveSource, type UpstreamName } from './source.ts';
 
@@ -65,8 +65,8 @@ export function dailyMetricSource(o: {
 /** Most pages any adapter follows in one fetch (a guard against a looping upstream). */
 export const MAX_PAGES = 200;
 
-/** Milliseconds per UTC day. */
-export const DAY_MS = 86_400_000;
+/** Milliseconds per UTC day (the engine's, re-exported for the adapters). */
+export { DAY_MS };
 
 /** 00:00 UTC of a YYYY-MM-DD day, epoch ms. @throws RangeError on a bad day. */
 export function dayStartMs(day: string): number {
