@@ -120,7 +120,12 @@ export async function createEmbeddedIdentity(opts: {
     trustedOrigins: trustedOrigins(baseUrl),
     telemetry: { enabled: false },
     // Session tokens are stored as SHA-256 digests; driver errors are sanitized (session-store.ts).
-    database: digestSessionTokens(drizzleAdapter(opts.db, { provider: 'pg', schema: authSchema })),
+    // `transaction: true`: better-auth's multi-write steps (sign-up's user and credential rows,
+    // a password change with its session revocations) run in one database transaction. The
+    // adapter's default (false) wrote them one by one, so a sign-up whose credential insert
+    // failed (a timeout, a lost connection) left the user without a password: the email was
+    // taken for good (sign-up answers as for an existing account, sign-in is refused).
+    database: digestSessionTokens(drizzleAdapter(opts.db, { provider: 'pg', schema: authSchema, transaction: true })),
     user: { modelName: AUTH_MODELS.user },
     session: { modelName: AUTH_MODELS.session },
     account: { modelName: AUTH_MODELS.account },

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { AuthError, createJwtVerifier } from '../../src/auth/jwt.ts';
 import { createService, type Service } from '../../src/server.ts';
@@ -480,6 +480,66 @@ test('on PostgreSQL: sign up, JWT, key, and the password hash at rest', async (t
     const sub = decodeJwt(pgJwt).sub!;
     const [row] = await pgSvc.database.db.select().from(authAccount).where(eq(authAccount.userId, sub));
     assert.match(row?.password ?? '', /^[0-9a-f]{32}:[0-9a-f]{128}$/);
+  } finally {
+    await pgSvc?.stop();
+    await tmp.drop();
+  }
+});
+
+/**
+ * A sign-up whose credential row cannot be written (here a trigger refuses it; in production a
+ * timeout or a lost connection between the two inserts) must leave no user behind: the user
+ * row and the credential row are written in one transaction. Before, the user row stayed
+ * without a password, and the email could never be signed up or signed in again.
+ */
+async function signUpFailingMidway(target: Service, email: string): Promise<void> {
+  const db = target.database.db;
+  const password = 'violet tractor ocean lamp';
+  await db.execute(sql`create function fail_credential() returns trigger language plpgsql as $$
+    begin raise exception 'injected failure'; end $$`);
+  await db.execute(sql`create trigger fail_credential before insert on auth_account for each row execute function fail_credential()`);
+  try {
+    const up = await target.app.inject({
+      method: 'POST',
+      url: '/auth/sign-up/email',
+      payload: { name: 'Half', email, password },
+      remoteAddress: '10.7.7.1',
+    });
+    assert.ok(up.statusCode >= 500, `the failed sign-up is an error: ${up.statusCode} ${up.body}`);
+  } finally {
+    await db.execute(sql`drop trigger fail_credential on auth_account`);
+    await db.execute(sql`drop function fail_credential()`);
+  }
+  const left = await db.select({ id: authUser.id }).from(authUser).where(eq(authUser.email, email));
+  assert.deepEqual(left, [], 'no user row without its credentials');
+  // The email is free: signing up again creates the account, and its password signs in.
+  const again = await target.app.inject({
+    method: 'POST',
+    url: '/auth/sign-up/email',
+    payload: { name: 'Half', email, password },
+    remoteAddress: '10.7.7.2',
+  });
+  assert.equal(again.statusCode, 200, again.body);
+  const signIn = await target.app.inject({
+    method: 'POST',
+    url: '/auth/sign-in/email',
+    payload: { email, password },
+    remoteAddress: '10.7.7.3',
+  });
+  assert.equal(signIn.statusCode, 200, signIn.body);
+}
+
+test('a sign-up that fails after creating the user leaves no half-made account (PGlite)', async () => {
+  await signUpFailingMidway(svc, `half.${Date.now()}@example.com`);
+});
+
+test('a sign-up that fails after creating the user leaves no half-made account (PostgreSQL)', async (t) => {
+  if (!(await postgresAvailable())) return void t.skip(PG_SKIP);
+  const tmp = await createTempPgDatabase();
+  let pgSvc: Service | null = null;
+  try {
+    pgSvc = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'h'.repeat(40) }), { publicUrl: 'http://half.idp.test' });
+    await signUpFailingMidway(pgSvc, 'half@example.com');
   } finally {
     await pgSvc?.stop();
     await tmp.drop();
