@@ -376,7 +376,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
         .header('x-request-id', req.id)
         .send(notFoundPage(pathOf(req.url)));
     const methods = otherMethods(req);
-    if (methods.length > 0) reply.header('allow', methods.join(', '));
+    // Allow lists HEAD too where GET is taken: every GET route answers HEAD (RFC 9110 section 9.3.2).
+    if (methods.length > 0) reply.header('allow', methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', '));
     return sendError(
       req,
       reply,

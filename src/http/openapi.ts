@@ -333,6 +333,9 @@ function errorResponse(code: ErrorCode): Json {
   };
 }
 
+/** A summary's first letter in lower case, to continue a sentence; an acronym (`BTC market regime`) is kept. */
+const lowerFirst = (text: string): string => (/^[A-Z][A-Z]/.test(text) ? text : text.charAt(0).toLowerCase() + text.slice(1));
+
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 /** Every `$ref` string under `node`. */
@@ -386,7 +389,7 @@ export function finishDocument(doc: Json, operations: readonly Operation[]): Jso
           doc.components.responses[ERROR_RESPONSES[code].name] ??= errorResponse(code);
           op.responses[status] = ref('responses', ERROR_RESPONSES[code].name);
         } else if (known && Number(status) < 300) {
-          response.description = `${status === '201' ? 'Created' : 'OK'}: ${known.summary[0]!.toLowerCase()}${known.summary.slice(1)}, in the envelope \`{status: "ok", data, meta}\``;
+          response.description = `${status === '201' ? 'Created' : 'OK'}: ${lowerFirst(known.summary)}, in the envelope \`{status: "ok", data, meta}\``;
           const revalidated = method === 'get' && cacheable(known);
           response.headers = headerRefs([...COMMON_HEADERS, 'Cache-Control', ...(revalidated ? ['ETag'] : [])]);
           const media = response.content?.['application/json'];

@@ -182,6 +182,11 @@ describe('OpenAPI document', () => {
     }
   });
 
+  test("a success response's description continues the summary without breaking an acronym (BTC, not bTC)", () => {
+    assert.match(deref(doc.paths['/api/v1/regime'].get.responses['200']).description, /^OK: BTC market regime, /);
+    assert.match(deref(doc.paths['/api/v1/signals'].get.responses['200']).description, /^OK: signals of all assets, /);
+  });
+
   test('error.code is the closed enum and the main schemas are shared components', () => {
     const error = deref(deref(doc.components.schemas.ErrorEnvelope).properties.error);
     assert.deepEqual(error.properties.code.enum, ERROR_CODES);

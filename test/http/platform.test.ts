@@ -107,7 +107,9 @@ describe('errors, docs and probes', { skip: SKIP }, () => {
         r.body.error.message,
         `Route ${method} ${url} not found: this path takes ${takes.join(' or ')}, not ${method} (the API reference at /docs lists every route and its methods)`,
       );
-      assert.equal(r.headers.allow, takes.join(', '));
+      // HEAD is answered wherever GET is, so Allow names it too.
+      assert.equal(r.headers.allow, takes.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', '));
+      if (takes.includes('GET')) assert.equal((await call('HEAD', url, proKey)).headers.allow, undefined, `HEAD ${url} is routed`);
     }
     // A path no method takes keeps the plain message, without Allow.
     const none = await call('POST', '/api/v1/nope', proKey);
