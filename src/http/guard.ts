@@ -11,8 +11,7 @@ import {
   type Metering,
   PUBLIC,
   type Policy,
-  QUERY_CREDENTIAL_MESSAGE,
-  queryCredential,
+  misplacedCredential,
   unknownRouteCredential,
 } from '../services/access.ts';
 import { sendServiceError, type AsOf } from './envelope.ts';
@@ -104,10 +103,9 @@ export function createGuard(
   // A refusal sends the envelope and ends the request here (done is not called).
   return function guard(req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
     const address = rateLimitAddress(req.ip);
-    const param = queryCredential(req.query);
-    if (param !== null) {
+    const err = misplacedCredential(req.query, req.headers);
+    if (err !== null) {
       // Refused before anything is counted, with the client address's limits in the headers.
-      const err = new ServiceError('INVALID_PARAMETER', QUERY_CREDENTIAL_MESSAGE, { location: 'querystring', field: param });
       access
         .peek(anonymousCaller(`ip:${address}`))
         .then((limits) => void refuse(req, reply, err, limits))

@@ -269,7 +269,7 @@ const ERROR_RESPONSES: Record<ErrorCode, { name: string; description: string; he
   INVALID_PARAMETER: {
     name: 'InvalidParameter',
     description:
-      'INVALID_PARAMETER: a path parameter, query parameter or body field is invalid, a query parameter is not one the operation takes, or the body is not JSON; `error.details` names the location and the field',
+      'INVALID_PARAMETER: a path parameter, query parameter or body field is invalid, a query parameter is not one the operation takes, a credential is sent in the query string or (without Authorization) in an X-API-Key, Api-Key, ApiKey or X-Auth-Token header, or the body is not JSON; `error.details` names the location and the field',
   },
   UNAUTHORIZED: {
     name: 'Unauthorized',

@@ -11,8 +11,7 @@ import {
   type Caller,
   mcpControlCap,
   PUBLIC_UNMETERED,
-  QUERY_CREDENTIAL_MESSAGE,
-  queryCredential,
+  misplacedCredential,
   rateLimited,
   refusalHeaders,
   type Access,
@@ -260,7 +259,8 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
     } else if (origin === 'null') {
       return rpcError(reply, 403, -32000, "Origin 'null' is not allowed");
     }
-    if (queryCredential(req.query) !== null) return rpcError(reply, 400, -32600, QUERY_CREDENTIAL_MESSAGE);
+    const misplaced = misplacedCredential(req.query, req.headers);
+    if (misplaced !== null) return rpcError(reply, 400, -32600, misplaced.message);
   });
   // One budget per cap (tiers with the same cap share one; a caller's tier change starts a fresh count).
   const controlBudget = (tier: Caller['tier']) => {

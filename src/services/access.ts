@@ -222,6 +222,36 @@ export function queryCredential(query: unknown): string | null {
 }
 
 /**
+ * Request headers (lower-case, as Node.js gives them) that other APIs read an API key from.
+ * This service reads `Authorization: Bearer` only (README, "Authentication"); a request that
+ * sends one of these and no Authorization is refused (400) rather than served as unauthenticated,
+ * which would spend the address's small unauthenticated quota with the key ignored.
+ */
+export const HEADER_CREDENTIAL_NAMES: readonly string[] = ['x-api-key', 'api-key', 'apikey', 'x-auth-token'];
+
+/** The message of that refusal for header `name`: what to do instead. */
+export function headerCredentialMessage(name: string): string {
+  return `The ${name} header is not read: send the API key as Authorization: Bearer <key>`;
+}
+
+/**
+ * A credential where this service does not read one, as the 400 INVALID_PARAMETER that REST
+ * and MCP answer (`details`: `location` querystring or headers, `field`): a query parameter of
+ * QUERY_CREDENTIAL_PARAMS (always), or a header of HEADER_CREDENTIAL_NAMES on a request without
+ * `Authorization`. Null when there is none. `query`: the parsed query string; `headers`: the
+ * request's headers.
+ */
+export function misplacedCredential(query: unknown, headers: Readonly<Record<string, unknown>>): ServiceError | null {
+  const param = queryCredential(query);
+  if (param !== null) return new ServiceError('INVALID_PARAMETER', QUERY_CREDENTIAL_MESSAGE, { location: 'querystring', field: param });
+  if (headers.authorization !== undefined) return null;
+  for (const name of HEADER_CREDENTIAL_NAMES)
+    if (headers[name] !== undefined)
+      return new ServiceError('INVALID_PARAMETER', headerCredentialMessage(name), { location: 'headers', field: name });
+  return null;
+}
+
+/**
  * The refusal of a presented API key (KeyService's UNAUTHORIZED), reworded with MESSAGES for
  * its `details.reason` (malformed, bad_checksum, unknown, revoked); the reason is kept.
  */

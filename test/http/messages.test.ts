@@ -60,6 +60,25 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
     assert.equal(ok.headers['x-service-tier'], 'pro');
   });
 
+  test('a key in an X-API-Key (or similar) header without Authorization is refused (400) with what to do instead', async () => {
+    const { key } = await harness().keyFor('pro');
+    const ip = harness().freshIp();
+    const before = await harness().request('GET', '/api/v1/assets', { ip });
+    for (const name of ['X-API-Key', 'api-key', 'apikey', 'X-Auth-Token']) {
+      const r = await harness().request('GET', '/api/v1/signals/btc', { ip, headers: { [name]: key } });
+      expectError(r, 400, 'INVALID_PARAMETER');
+      assert.equal(r.body.error.message, `The ${name.toLowerCase()} header is not read: send the API key as Authorization: Bearer <key>`);
+      assert.deepEqual(r.body.error.details, { location: 'headers', field: name.toLowerCase() });
+      assert.ok(!JSON.stringify(r.body).includes(key), 'the key is not echoed');
+      // Nothing is counted: the address's quota is where the anonymous request left it.
+      assert.equal(Number(r.headers['x-ratelimit-remaining']), Number(before.headers['x-ratelimit-remaining']));
+    }
+    // Beside Authorization it is not read and does no harm: served at the Bearer key's tier.
+    const both = await harness().request('GET', '/api/v1/signals/btc', { ip, token: key, headers: { 'X-API-Key': 'anything' } });
+    assert.equal(both.status, 200, both.raw);
+    assert.equal(both.headers['x-service-tier'], 'pro');
+  });
+
   test('the key-management budget: the 31st request in a minute is a 429 with scope jwt and the limit', async () => {
     const jwt = await harness().jwt(`budget-${Date.now()}`);
     let r = await harness().request('GET', '/api/v1/keys', { token: jwt });

@@ -813,6 +813,10 @@ describe('MCP auth, tiers and limits', () => {
     assert.equal(badHost, 403);
     assert.equal((await rawMcp(init, {}, `?access_token=${keys.free}`)).status, 400);
     assert.equal((await rawMcp(init, {}, `?api_key=${keys.free}`)).status, 400);
+    const headerKey = await rawMcp(init, { 'x-api-key': keys.free });
+    assert.equal(headerKey.status, 400);
+    const refusal = (await headerKey.json()) as { error: { code: number; message: string } };
+    assert.equal(refusal.error.message, 'The x-api-key header is not read: send the API key as Authorization: Bearer <key>');
   });
 
   test('a body Fastify refuses gets a JSON-RPC error, not the REST envelope: parse error, media type, size', async () => {
