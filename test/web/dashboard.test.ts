@@ -730,6 +730,49 @@ describe('dashboard: where the keyboard focus goes after an account action', { s
     await page.keyboard.type('laptop');
     assert.equal(await page.getAttribute('#key-name', 'aria-invalid'), null);
   });
+
+  test('thesis conditions from the keyboard: each is a group named "Condition N"; Add focuses the new one, Remove moves on to the next, not to the page', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#thesis-form');
+    const state = () =>
+      page.evaluate(() => {
+        const el = document.activeElement as HTMLElement;
+        const row = el.closest('.cond');
+        return {
+          focus: row ? `${row.getAttribute('aria-label')} ${el.getAttribute('aria-label')}` : `${el.tagName}#${el.id}`,
+          groups: [...document.querySelectorAll('#conditions .cond')].map(
+            (r) => `${r.getAttribute('role')} ${r.getAttribute('aria-label')}`,
+          ),
+          removes: [...document.querySelectorAll('#conditions .cond button')].map((b) => b.getAttribute('aria-label')),
+        };
+      });
+    await page.focus('#add-condition');
+    for (let i = 0; i < 3; i++) {
+      await page.keyboard.press('Enter');
+      // The new condition's first control has the focus: Enter again would choose a metric, not add another.
+      if (i < 2) await page.focus('#add-condition');
+    }
+    assert.deepEqual(await state(), {
+      focus: 'Condition 3 Metric',
+      groups: ['group Condition 1', 'group Condition 2', 'group Condition 3'],
+      removes: ['Remove condition 1', 'Remove condition 2', 'Remove condition 3'],
+    });
+    // Remove the second with the keyboard: the one after it (now the second) takes the focus.
+    await page.getByRole('button', { name: 'Remove condition 2' }).focus();
+    await page.keyboard.press('Enter');
+    assert.deepEqual(await state(), {
+      focus: 'Condition 2 Metric',
+      groups: ['group Condition 1', 'group Condition 2'],
+      removes: ['Remove condition 1', 'Remove condition 2'],
+    });
+    // The last one: the one before it; none left: "Add condition".
+    await page.getByRole('button', { name: 'Remove condition 2' }).focus();
+    await page.keyboard.press('Space');
+    assert.equal((await state()).focus, 'Condition 1 Metric');
+    await page.getByRole('button', { name: 'Remove condition 1' }).focus();
+    await page.keyboard.press('Enter');
+    assert.deepEqual(await state(), { focus: 'BUTTON#add-condition', groups: [], removes: [] });
+  });
 });
 
 describe('the sign-in form', { skip: SKIP }, () => {

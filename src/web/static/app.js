@@ -1420,9 +1420,10 @@ function lackingMetrics(asset, assets) {
  * Adds one condition row to `container`. `lacking()` gives the selected asset's metrics
  * without data (`lackingMetrics`): those options are disabled, and a row left on one is
  * invalid with the reason, so the form says why before the API would. `row.checkMetric()`
- * re-applies this when the asset changes.
+ * re-applies this when the asset changes. `afterLast` takes the keyboard focus when the last
+ * row left is removed (the "Add condition" button).
  */
-function conditionRow(container, lacking = () => ({})) {
+function conditionRow(container, lacking = () => ({}), afterLast = null) {
   const metric = h(
     'select',
     { 'aria-label': 'Metric', class: 'c-metric', 'data-field': 'metric' },
@@ -1467,19 +1468,40 @@ function conditionRow(container, lacking = () => ({})) {
     h('option', { value: 'invalidation', text: 'invalidation' }),
     h('option', { value: 'warning', text: 'warning' }),
   );
+  // Removed, the keyboard goes on at the next condition (or the one before, or `afterLast`
+  // when none is left) instead of falling back to the top of the page with the button.
+  const remove = () => {
+    const next = row.nextElementSibling ?? row.previousElementSibling;
+    row.remove();
+    numberConditions(container);
+    (next?.querySelector('.c-metric') ?? afterLast)?.focus();
+  };
   const row = h(
     'div',
-    { class: 'row cond' },
+    { class: 'row cond', role: 'group' },
     metric,
     op,
     value,
     kind,
-    h('button', { type: 'button', class: 'secondary', text: 'Remove', onclick: () => row.remove() }),
+    h('button', { type: 'button', class: 'secondary c-remove', text: 'Remove', onclick: remove }),
   );
   row.checkMetric = checkMetric;
   checkMetric();
   container.append(row);
+  numberConditions(container);
   return row;
+}
+
+/**
+ * Names each condition row "Condition N" (a group, so a screen reader says which condition
+ * its Metric, Operator, Value and Kind are) and its button "Remove condition N", in order:
+ * the numbers a refused condition's message uses ("Condition 2, value: ...").
+ */
+function numberConditions(container) {
+  container.querySelectorAll('.cond').forEach((row, i) => {
+    row.setAttribute('aria-label', `Condition ${i + 1}`);
+    row.querySelector('.c-remove').setAttribute('aria-label', `Remove condition ${i + 1}`);
+  });
 }
 
 function thesesSection(assets) {
@@ -1537,7 +1559,8 @@ function thesesSection(assets) {
         class: 'secondary',
         id: 'add-condition',
         text: 'Add condition',
-        onclick: () => conditionRow(conds, lacking),
+        // The new row's first control takes the focus: a screen reader says "Condition N".
+        onclick: (ev) => conditionRow(conds, lacking, ev.currentTarget).querySelector('.c-metric').focus(),
       }),
     ),
     h('div', { class: 'row' }, submit),
