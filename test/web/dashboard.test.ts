@@ -627,6 +627,46 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
 });
 
+describe('a slow or failing service', { skip: SKIP }, () => {
+  test('data that does not come within 30 s ends "Loading..." with a message that says so and a way to try again', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install();
+      // The regime never answers (a stalled proxy or database): the browser alone would wait minutes.
+      await page.route('**/app/data/regime', () => {});
+      const asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/app/data/regime');
+      await page.goto(`${base}/`);
+      await asked;
+      assert.equal(await page.getAttribute('main', 'aria-busy'), 'true', 'a screen reader hears the page is loading');
+      await page.clock.fastForward(31_000);
+      await page.waitForSelector('body[data-ready="true"]', { timeout: 10_000 });
+      assert.equal(await page.textContent('main h1'), 'Something went wrong');
+      assert.equal(await page.textContent('main .error'), 'The service did not answer within 30 seconds: try again in a moment.');
+      assert.equal(await page.getByRole('link', { name: 'Try again' }).getAttribute('href'), `${base}/`);
+      assert.equal(await page.getAttribute('main', 'aria-busy'), null);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test("a 503 that is not the API's JSON (a proxy's page) is said in words, with Try again and the way back", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.route('**/app/data/**', (r) =>
+        r.fulfill({ status: 503, contentType: 'text/html', body: '<h1>503 Service Unavailable</h1>' }),
+      );
+      await open(page, '/asset/bitcoin');
+      assert.equal(await page.textContent('main .error'), 'The service is unavailable (HTTP 503): try again in a moment.');
+      assert.equal(await page.getByRole('link', { name: 'Try again' }).getAttribute('href'), `${base}/asset/bitcoin`);
+      assert.equal(await page.getByRole('link', { name: 'Back to the overview' }).count(), 1);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('dashboard: where the keyboard focus goes after an account action', { skip: SKIP }, () => {
   let ctx: BrowserContext;
   let page: Page;

@@ -155,12 +155,39 @@ function setTitle(t) {
 
 // ---------------------------------------------------------------- data, auth and API calls
 
-/** GET /app/data/<path>: `{data, meta}`; throws an Error with the envelope's message. */
+/**
+ * How long a page waits for one of its data answers before saying so, instead of showing
+ * "Loading..." for as long as the browser keeps the request open (minutes).
+ */
+const DATA_TIMEOUT_MS = 30_000;
+
+/**
+ * GET /app/data/<path>: `{data, meta}`; throws an Error with the envelope's message, or one in
+ * words when there is none: no answer within DATA_TIMEOUT_MS, no connection, or an error page
+ * that is not the API's JSON (a proxy's 502/503).
+ */
 async function data(path, headers = {}) {
-  const res = await fetch(`/app/data${path}`, { headers });
-  const body = await res.json().catch(() => null);
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), DATA_TIMEOUT_MS);
+  let res;
+  let body;
+  try {
+    res = await fetch(`/app/data${path}`, { headers, signal: ctl.signal });
+    body = await res.json().catch(() => null);
+  } catch {
+    const e = new Error(
+      ctl.signal.aborted
+        ? `The service did not answer within ${DATA_TIMEOUT_MS / 1000} seconds: try again in a moment.`
+        : 'The service could not be reached (network error): check your connection and try again.',
+    );
+    e.status = 0;
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
   if (!res.ok || !body || body.status !== 'ok') {
-    const e = new Error(body?.error?.message ?? `HTTP ${res.status}`);
+    const fallback = res.status >= 500 ? `The service is unavailable (HTTP ${res.status}): try again in a moment.` : `HTTP ${res.status}`;
+    const e = new Error(body?.error?.message ?? fallback);
     e.status = res.status;
     e.code = body?.error?.code;
     throw e;
@@ -1887,6 +1914,8 @@ async function route() {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
+  // Set here, not in the page's markup: without JavaScript the page is not loading anything.
+  main.setAttribute('aria-busy', 'true');
   try {
     if (path === '/') await overview();
     else if (path.startsWith('/asset/')) await assetPage(decodeURIComponent(path.slice('/asset/'.length)));
@@ -1897,9 +1926,17 @@ async function route() {
     main.replaceChildren(
       h('h1', { text: e.status === 404 ? (path.startsWith('/asset/') ? 'Asset not available' : 'Not found') : 'Something went wrong' }),
       h('p', { class: 'error', text: e.message }),
-      h('p', {}, h('a', { href: '/', text: 'Back to the overview' })),
+      h(
+        'p',
+        {},
+        // The same page again (a 404 would only answer the same).
+        e.status === 404 ? null : [h('a', { href: location.href, text: 'Try again' }), path === '/' ? null : ' · '],
+        path === '/' && e.status !== 404 ? null : h('a', { href: '/', text: 'Back to the overview' }),
+      ),
     );
   }
+  // Loaded (or failed): a screen reader may read the page now.
+  main.removeAttribute('aria-busy');
   document.body.dataset.ready = 'true';
   // Read by `npm run bench` (bench/dashboard.ts): the page has its data rendered and is interactive.
   performance.mark('dashboard-ready');
