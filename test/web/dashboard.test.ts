@@ -650,6 +650,18 @@ describe('a slow or failing service', { skip: SKIP }, () => {
     }
   });
 
+  test('without JavaScript the page says it needs it and where the same figures are, instead of only "Loading..."', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
+    try {
+      const page = await ctx.newPage();
+      await page.goto(`${base}/`);
+      assert.match((await page.textContent('main')) ?? '', /This dashboard needs JavaScript\. The same figures are in the API/);
+      assert.equal(await page.getByRole('link', { name: '/api/v1/signals' }).getAttribute('href'), '/api/v1/signals');
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test("a 503 that is not the API's JSON (a proxy's page) is said in words, with Try again and the way back", async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {
