@@ -371,6 +371,32 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.match(text, /Raw metrics with 7-day change/);
     // Solana has no metric with current data at 2025-09-30: its components table says so.
     assert.match(text, /None: no metric has current data, so there is no score/);
+    // A screen reader's list of regions tells the six tables apart: each is named by its chain and heading.
+    const regions = await page
+      .getByRole('region')
+      .evaluateAll((els) =>
+        els.filter((e) => e.classList.contains('table-wrap')).map((e) => e.getAttribute('aria-label') ?? e.getAttribute('aria-labelledby')),
+      );
+    const names = await Promise.all(
+      regions.map((ids) =>
+        page.evaluate(
+          (ids) =>
+            ids!
+              .split(' ')
+              .map((id) => document.getElementById(id)?.textContent ?? `#${id}?`)
+              .join(' '),
+          ids,
+        ),
+      ),
+    );
+    assert.deepEqual(names, [
+      'Ethereum (eth) Components (z-scores over 90 days)',
+      'Ethereum (eth) Raw metrics with 7-day change',
+      'Solana (sol) Components (z-scores over 90 days)',
+      'Solana (sol) Raw metrics with 7-day change',
+      'Hyperliquid (hype) Components (z-scores over 90 days)',
+      'Hyperliquid (hype) Raw metrics with 7-day change',
+    ]);
     assert.deepEqual(errors, []);
   });
 });

@@ -620,9 +620,10 @@ function healthCard(c, asOf, title) {
       h('dt', { text: 'As of' }),
       h('dd', {}, freshness(c.as_of, asOf, c)),
     ),
-    h('h3', { text: 'Components (z-scores over ' + c.window_days + ' days)' }),
+    // Each table named by its heading and chain: the chains page has six, not six "Scrollable table".
+    h('h3', { id: `components-${c.chain}`, text: `Components (z-scores over ${c.window_days} days)` }),
     scrollTable(
-      { numeric: (i) => i > 0 && i < 5 },
+      { numeric: (i) => i > 0 && i < 5, labelledBy: `${idFor(title)} components-${c.chain}` },
       ['Metric', 'Value', 'z-score', 'Weight', 'Contribution', 'As of'],
       c.components.length === 0
         ? h(
@@ -853,9 +854,9 @@ async function chainsPage() {
       const m = metrics[i].data;
       const section = healthCard(c, asOf, `${c.name} (${c.chain})`);
       section.append(
-        h('h3', { text: 'Raw metrics with 7-day change' }),
+        h('h3', { id: `metrics-${c.chain}`, text: 'Raw metrics with 7-day change' }),
         scrollTable(
-          { class: 'metrics', numeric: (i) => i > 0 && i < 4 },
+          { class: 'metrics', numeric: (i) => i > 0 && i < 4, labelledBy: `${idFor(`${c.name} (${c.chain})`)} metrics-${c.chain}` },
           ['Metric', 'Value', '7 d change', '7 d %', 'As of', 'Source'],
           Object.entries(m.metrics).map(([name, v]) =>
             h(
