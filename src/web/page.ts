@@ -65,7 +65,8 @@ ${SITE_PAGES.map((p) => `<li><a href="${p.href}"${p.nav ? ` data-nav="${p.nav}"`
 </ul>
 </nav>
 </header>
-<main id="main" tabindex="-1"><p class="muted">Loading...</p></main>
+<main id="main" tabindex="-1"><p class="muted">Loading...</p>
+<noscript><p>This dashboard needs JavaScript. The same figures are in the API: <a href="/api/v1/signals">/api/v1/signals</a>, <a href="/api/v1/regime">/api/v1/regime</a> (<a href="/api/v1/openapi.json">OpenAPI</a>).</p></noscript></main>
 <footer class="foot">
 <p>Signals are computed point-in-time from ${config.dataMode === 'offline' ? `the bundled historical dataset (offline mode, data to ${config.dataAsOf})` : 'market data ingested from public APIs'}; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/api/v1/status">Data status</a></p>
 </footer>

@@ -371,6 +371,32 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.match(text, /Raw metrics with 7-day change/);
     // Solana has no metric with current data at 2025-09-30: its components table says so.
     assert.match(text, /None: no metric has current data, so there is no score/);
+    // A screen reader's list of regions tells the six tables apart: each is named by its chain and heading.
+    const regions = await page
+      .getByRole('region')
+      .evaluateAll((els) =>
+        els.filter((e) => e.classList.contains('table-wrap')).map((e) => e.getAttribute('aria-label') ?? e.getAttribute('aria-labelledby')),
+      );
+    const names = await Promise.all(
+      regions.map((ids) =>
+        page.evaluate(
+          (ids) =>
+            ids!
+              .split(' ')
+              .map((id) => document.getElementById(id)?.textContent ?? `#${id}?`)
+              .join(' '),
+          ids,
+        ),
+      ),
+    );
+    assert.deepEqual(names, [
+      'Ethereum (eth) Components (z-scores over 90 days)',
+      'Ethereum (eth) Raw metrics with 7-day change',
+      'Solana (sol) Components (z-scores over 90 days)',
+      'Solana (sol) Raw metrics with 7-day change',
+      'Hyperliquid (hype) Components (z-scores over 90 days)',
+      'Hyperliquid (hype) Raw metrics with 7-day change',
+    ]);
     assert.deepEqual(errors, []);
   });
 });
@@ -627,6 +653,58 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
 });
 
+describe('a slow or failing service', { skip: SKIP }, () => {
+  test('data that does not come within 30 s ends "Loading..." with a message that says so and a way to try again', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install();
+      // The regime never answers (a stalled proxy or database): the browser alone would wait minutes.
+      await page.route('**/app/data/regime', () => {});
+      const asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/app/data/regime');
+      await page.goto(`${base}/`);
+      await asked;
+      assert.equal(await page.getAttribute('main', 'aria-busy'), 'true', 'a screen reader hears the page is loading');
+      await page.clock.fastForward(31_000);
+      await page.waitForSelector('body[data-ready="true"]', { timeout: 10_000 });
+      assert.equal(await page.textContent('main h1'), 'Something went wrong');
+      assert.equal(await page.textContent('main .error'), 'The service did not answer within 30 seconds: try again in a moment.');
+      assert.equal(await page.getByRole('link', { name: 'Try again' }).getAttribute('href'), `${base}/`);
+      assert.equal(await page.getAttribute('main', 'aria-busy'), null);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('without JavaScript the page says it needs it and where the same figures are, instead of only "Loading..."', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
+    try {
+      const page = await ctx.newPage();
+      await page.goto(`${base}/`);
+      assert.match((await page.textContent('main')) ?? '', /This dashboard needs JavaScript\. The same figures are in the API/);
+      assert.equal(await page.getByRole('link', { name: '/api/v1/signals' }).getAttribute('href'), '/api/v1/signals');
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test("a 503 that is not the API's JSON (a proxy's page) is said in words, with Try again and the way back", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.route('**/app/data/**', (r) =>
+        r.fulfill({ status: 503, contentType: 'text/html', body: '<h1>503 Service Unavailable</h1>' }),
+      );
+      await open(page, '/asset/bitcoin');
+      assert.equal(await page.textContent('main .error'), 'The service is unavailable (HTTP 503): try again in a moment.');
+      assert.equal(await page.getByRole('link', { name: 'Try again' }).getAttribute('href'), `${base}/asset/bitcoin`);
+      assert.equal(await page.getByRole('link', { name: 'Back to the overview' }).count(), 1);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('dashboard: where the keyboard focus goes after an account action', { skip: SKIP }, () => {
   let ctx: BrowserContext;
   let page: Page;
@@ -729,6 +807,49 @@ describe('dashboard: where the keyboard focus goes after an account action', { s
     assert.equal(await focused(), 'INPUT#key-name');
     await page.keyboard.type('laptop');
     assert.equal(await page.getAttribute('#key-name', 'aria-invalid'), null);
+  });
+
+  test('thesis conditions from the keyboard: each is a group named "Condition N"; Add focuses the new one, Remove moves on to the next, not to the page', async () => {
+    await open(page, '/account');
+    await page.waitForSelector('#thesis-form');
+    const state = () =>
+      page.evaluate(() => {
+        const el = document.activeElement as HTMLElement;
+        const row = el.closest('.cond');
+        return {
+          focus: row ? `${row.getAttribute('aria-label')} ${el.getAttribute('aria-label')}` : `${el.tagName}#${el.id}`,
+          groups: [...document.querySelectorAll('#conditions .cond')].map(
+            (r) => `${r.getAttribute('role')} ${r.getAttribute('aria-label')}`,
+          ),
+          removes: [...document.querySelectorAll('#conditions .cond button')].map((b) => b.getAttribute('aria-label')),
+        };
+      });
+    await page.focus('#add-condition');
+    for (let i = 0; i < 3; i++) {
+      await page.keyboard.press('Enter');
+      // The new condition's first control has the focus: Enter again would choose a metric, not add another.
+      if (i < 2) await page.focus('#add-condition');
+    }
+    assert.deepEqual(await state(), {
+      focus: 'Condition 3 Metric',
+      groups: ['group Condition 1', 'group Condition 2', 'group Condition 3'],
+      removes: ['Remove condition 1', 'Remove condition 2', 'Remove condition 3'],
+    });
+    // Remove the second with the keyboard: the one after it (now the second) takes the focus.
+    await page.getByRole('button', { name: 'Remove condition 2' }).focus();
+    await page.keyboard.press('Enter');
+    assert.deepEqual(await state(), {
+      focus: 'Condition 2 Metric',
+      groups: ['group Condition 1', 'group Condition 2'],
+      removes: ['Remove condition 1', 'Remove condition 2'],
+    });
+    // The last one: the one before it; none left: "Add condition".
+    await page.getByRole('button', { name: 'Remove condition 2' }).focus();
+    await page.keyboard.press('Space');
+    assert.equal((await state()).focus, 'Condition 1 Metric');
+    await page.getByRole('button', { name: 'Remove condition 1' }).focus();
+    await page.keyboard.press('Enter');
+    assert.deepEqual(await state(), { focus: 'BUTTON#add-condition', groups: [], removes: [] });
   });
 });
 

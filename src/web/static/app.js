@@ -155,12 +155,39 @@ function setTitle(t) {
 
 // ---------------------------------------------------------------- data, auth and API calls
 
-/** GET /app/data/<path>: `{data, meta}`; throws an Error with the envelope's message. */
+/**
+ * How long a page waits for one of its data answers before saying so, instead of showing
+ * "Loading..." for as long as the browser keeps the request open (minutes).
+ */
+const DATA_TIMEOUT_MS = 30_000;
+
+/**
+ * GET /app/data/<path>: `{data, meta}`; throws an Error with the envelope's message, or one in
+ * words when there is none: no answer within DATA_TIMEOUT_MS, no connection, or an error page
+ * that is not the API's JSON (a proxy's 502/503).
+ */
 async function data(path, headers = {}) {
-  const res = await fetch(`/app/data${path}`, { headers });
-  const body = await res.json().catch(() => null);
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), DATA_TIMEOUT_MS);
+  let res;
+  let body;
+  try {
+    res = await fetch(`/app/data${path}`, { headers, signal: ctl.signal });
+    body = await res.json().catch(() => null);
+  } catch {
+    const e = new Error(
+      ctl.signal.aborted
+        ? `The service did not answer within ${DATA_TIMEOUT_MS / 1000} seconds: try again in a moment.`
+        : 'The service could not be reached (network error): check your connection and try again.',
+    );
+    e.status = 0;
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
   if (!res.ok || !body || body.status !== 'ok') {
-    const e = new Error(body?.error?.message ?? `HTTP ${res.status}`);
+    const fallback = res.status >= 500 ? `The service is unavailable (HTTP ${res.status}): try again in a moment.` : `HTTP ${res.status}`;
+    const e = new Error(body?.error?.message ?? fallback);
     e.status = res.status;
     e.code = body?.error?.code;
     throw e;
@@ -607,9 +634,10 @@ function healthCard(c, asOf, title) {
       h('dt', { text: 'As of' }),
       h('dd', {}, freshness(c.as_of, asOf, c)),
     ),
-    h('h3', { text: 'Components (z-scores over ' + c.window_days + ' days)' }),
+    // Each table named by its heading and chain: the chains page has six, not six "Scrollable table".
+    h('h3', { id: `components-${c.chain}`, text: `Components (z-scores over ${c.window_days} days)` }),
     scrollTable(
-      { numeric: (i) => i > 0 && i < 5 },
+      { numeric: (i) => i > 0 && i < 5, labelledBy: `${idFor(title)} components-${c.chain}` },
       ['Metric', 'Value', 'z-score', 'Weight', 'Contribution', 'As of'],
       c.components.length === 0
         ? h(
@@ -840,9 +868,9 @@ async function chainsPage() {
       const m = metrics[i].data;
       const section = healthCard(c, asOf, `${c.name} (${c.chain})`);
       section.append(
-        h('h3', { text: 'Raw metrics with 7-day change' }),
+        h('h3', { id: `metrics-${c.chain}`, text: 'Raw metrics with 7-day change' }),
         scrollTable(
-          { class: 'metrics', numeric: (i) => i > 0 && i < 4 },
+          { class: 'metrics', numeric: (i) => i > 0 && i < 4, labelledBy: `${idFor(`${c.name} (${c.chain})`)} metrics-${c.chain}` },
           ['Metric', 'Value', '7 d change', '7 d %', 'As of', 'Source'],
           Object.entries(m.metrics).map(([name, v]) =>
             h(
@@ -1434,9 +1462,10 @@ function lackingMetrics(asset, assets) {
  * Adds one condition row to `container`. `lacking()` gives the selected asset's metrics
  * without data (`lackingMetrics`): those options are disabled, and a row left on one is
  * invalid with the reason, so the form says why before the API would. `row.checkMetric()`
- * re-applies this when the asset changes.
+ * re-applies this when the asset changes. `afterLast` takes the keyboard focus when the last
+ * row left is removed (the "Add condition" button).
  */
-function conditionRow(container, lacking = () => ({})) {
+function conditionRow(container, lacking = () => ({}), afterLast = null) {
   const metric = h(
     'select',
     { 'aria-label': 'Metric', class: 'c-metric', 'data-field': 'metric' },
@@ -1481,19 +1510,40 @@ function conditionRow(container, lacking = () => ({})) {
     h('option', { value: 'invalidation', text: 'invalidation' }),
     h('option', { value: 'warning', text: 'warning' }),
   );
+  // Removed, the keyboard goes on at the next condition (or the one before, or `afterLast`
+  // when none is left) instead of falling back to the top of the page with the button.
+  const remove = () => {
+    const next = row.nextElementSibling ?? row.previousElementSibling;
+    row.remove();
+    numberConditions(container);
+    (next?.querySelector('.c-metric') ?? afterLast)?.focus();
+  };
   const row = h(
     'div',
-    { class: 'row cond' },
+    { class: 'row cond', role: 'group' },
     metric,
     op,
     value,
     kind,
-    h('button', { type: 'button', class: 'secondary', text: 'Remove', onclick: () => row.remove() }),
+    h('button', { type: 'button', class: 'secondary c-remove', text: 'Remove', onclick: remove }),
   );
   row.checkMetric = checkMetric;
   checkMetric();
   container.append(row);
+  numberConditions(container);
   return row;
+}
+
+/**
+ * Names each condition row "Condition N" (a group, so a screen reader says which condition
+ * its Metric, Operator, Value and Kind are) and its button "Remove condition N", in order:
+ * the numbers a refused condition's message uses ("Condition 2, value: ...").
+ */
+function numberConditions(container) {
+  container.querySelectorAll('.cond').forEach((row, i) => {
+    row.setAttribute('aria-label', `Condition ${i + 1}`);
+    row.querySelector('.c-remove').setAttribute('aria-label', `Remove condition ${i + 1}`);
+  });
 }
 
 function thesesSection(assets) {
@@ -1551,7 +1601,8 @@ function thesesSection(assets) {
         class: 'secondary',
         id: 'add-condition',
         text: 'Add condition',
-        onclick: () => conditionRow(conds, lacking),
+        // The new row's first control takes the focus: a screen reader says "Condition N".
+        onclick: (ev) => conditionRow(conds, lacking, ev.currentTarget).querySelector('.c-metric').focus(),
       }),
     ),
     h('div', { class: 'row' }, submit),
@@ -1878,6 +1929,8 @@ async function route() {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
+  // Set here, not in the page's markup: without JavaScript the page is not loading anything.
+  main.setAttribute('aria-busy', 'true');
   try {
     if (path === '/') await overview();
     else if (path.startsWith('/asset/')) await assetPage(decodeURIComponent(path.slice('/asset/'.length)));
@@ -1888,9 +1941,17 @@ async function route() {
     main.replaceChildren(
       h('h1', { text: e.status === 404 ? (path.startsWith('/asset/') ? 'Asset not available' : 'Not found') : 'Something went wrong' }),
       h('p', { class: 'error', text: e.message }),
-      h('p', {}, h('a', { href: '/', text: 'Back to the overview' })),
+      h(
+        'p',
+        {},
+        // The same page again (a 404 would only answer the same).
+        e.status === 404 ? null : [h('a', { href: location.href, text: 'Try again' }), path === '/' ? null : ' · '],
+        path === '/' && e.status !== 404 ? null : h('a', { href: '/', text: 'Back to the overview' }),
+      ),
     );
   }
+  // Loaded (or failed): a screen reader may read the page now.
+  main.removeAttribute('aria-busy');
   document.body.dataset.ready = 'true';
   // Read by `npm run bench` (bench/dashboard.ts): the page has its data rendered and is interactive.
   performance.mark('dashboard-ready');
