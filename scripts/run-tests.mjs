@@ -21,9 +21,12 @@ const args = process.argv.slice(2);
 const files = args.some((a) => a.endsWith('.ts')) ? [] : find(path.join(root, 'test')).sort();
 // A directory for this run's shared test fixtures (test/helpers/harness.ts: the PGlite template).
 const cache = mkdtempSync(path.join(os.tmpdir(), 'market-intel-tests-'));
+// --test-timeout bounds each test and each file (a file runs as one test in its own process):
+// 10 minutes, so a hung test ends the run, while the browser suite (test/web/dashboard.test.ts,
+// about 5 minutes on two busy cores) is not cut off on a loaded machine.
 const res = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=tap', '--test-concurrency=2', '--test-timeout=300000', ...args, ...files],
+  ['--import', 'tsx', '--test', '--test-reporter=tap', '--test-concurrency=2', '--test-timeout=600000', ...args, ...files],
   {
     stdio: 'inherit',
     cwd: root,
