@@ -88,6 +88,16 @@ export class KeyRepo {
   }
 
   /**
+   * Deletes the key with digest `keyHash`, whatever its status: for a key whose creation
+   * answered with an error (a reply lost after the commit), which was never shown to anyone.
+   * @returns whether a row was deleted.
+   */
+  async deleteByHash(keyHash: string): Promise<boolean> {
+    const rows = await this.db.delete(apiKeys).where(eq(apiKeys.keyHash, keyHash)).returning({ id: apiKeys.id });
+    return rows.length > 0;
+  }
+
+  /**
    * The user's keys in list order: active keys first, then revoked ones, each newest first
    * (creation time, then id). Each row carries its `position` in that order (KeyPosition).
    * @param opts.limit at most this many rows (default: all);
