@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import pRetry from 'p-retry';
 import { generateKey, hashKey, keyFormatError } from '../auth/api-keys.ts';
 import type { PlanTier, Tier } from '../auth/tiers.ts';
 import { ServiceError } from '../errors.ts';
@@ -10,6 +9,7 @@ import type { KeyPosition, KeyRepo, KeyRow } from '../store/key-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { discardInBackground } from './discard.ts';
 import type { CreatedKey, KeyView, RevokedKey } from './schemas/keys.ts';
 import type { UsageTracker } from './usage.ts';
 
@@ -37,14 +37,6 @@ export const KEY_CACHE_MAX = 100_000;
  * changes do not wait for it: they evict at once (`KeyService`).
  */
 export const KEY_CACHE_TTL_MS = 10 * 60_000;
-
-/**
- * When a key's creation fails, its row is deleted (KeyService `create`) at once and again
- * after this many ms: a COMMIT whose reply was lost may reach PostgreSQL late, but no later
- * than the session's idle_in_transaction_session_timeout (5 s, store/db.ts
- * DEFAULT_DB_TIMEOUTS), after which PostgreSQL aborts the transaction instead.
- */
-export const DISCARD_RECHECK_MS = 6_000;
 
 /** A verified active key in the cache: its caller, and the tier epoch (limiter) it was read under. */
 export interface CachedKey {
@@ -153,7 +145,7 @@ export class KeyService {
       // The caller gets an error and never sees this key, but the insert may have committed
       // (a timeout while the COMMIT's reply was on its way): it would take one of the user's
       // MAX_ACTIVE_KEYS slots, listed and unusable. Its row is deleted in the background.
-      this.#discard(k.hash);
+      discardInBackground(() => this.keys.deleteByHash(k.hash));
       throw e;
     }
     if (!row) {
@@ -166,24 +158,6 @@ export class KeyService {
       );
     }
     return { id: row.id, key: k.key, prefix: row.prefix, name: row.name, tier: u.tier, created_at: iso(row.createdAt)! };
-  }
-
-  /**
-   * Deletes the key with digest `hash` now and again after DISCARD_RECHECK_MS (a late COMMIT),
-   * each attempt retried with backoff while the database is unreachable (p-retry: 4 retries,
-   * 1-8 s apart); failures are dropped (the key was never shown: at worst it stays listed).
-   */
-  #discard(hash: string): void {
-    const attempt = () =>
-      pRetry(() => this.keys.deleteByHash(hash), { retries: 4, minTimeout: 1_000, maxTimeout: 8_000, unref: true }).then(
-        () => undefined,
-        () => undefined,
-      );
-    void (async () => {
-      await attempt();
-      await new Promise<void>((resolve) => setTimeout(resolve, DISCARD_RECHECK_MS).unref());
-      await attempt();
-    })();
   }
 
   #view(r: KeyRow, tier: Tier, today: string): KeyView {

@@ -4,6 +4,8 @@ import { evaluateThesis, stopHit, thesisHorizon, type ThesisCondition, type Thes
 import { ASSETS, CHAINS, resolveAsset, resolveChain } from '../providers/assets.ts';
 import { invalidField, ServiceError } from '../errors.ts';
 import { decodeCursor, encodeCursor } from './cursor.ts';
+import { discardInBackground } from './discard.ts';
+import { timeOrderedId } from '../store/schema.ts';
 import type { ThesisRepo, ThesisRow } from '../store/thesis-repo.ts';
 import { isoTimestamp as iso } from '../store/timestamps.ts';
 import type { UserRepo } from '../store/user-repo.ts';
@@ -99,20 +101,30 @@ export class ThesisService {
       kind: c.kind,
     }));
     await this.users.ensureUser(userId, email);
-    const row = await this.repo.createThesis(
-      {
-        userId,
-        asset: a.asset,
-        direction: input.direction,
-        title: input.title,
-        entryPrice: input.entry_price ?? null,
-        targetPrice: input.target_price ?? null,
-        stopPrice: input.stop_price ?? null,
-        horizonDays: input.horizon_days ?? null,
-        conditions,
-      },
-      MAX_THESES,
-    );
+    const id = timeOrderedId();
+    let row: ThesisRow | null;
+    try {
+      row = await this.repo.createThesis(
+        {
+          id,
+          userId,
+          asset: a.asset,
+          direction: input.direction,
+          title: input.title,
+          entryPrice: input.entry_price ?? null,
+          targetPrice: input.target_price ?? null,
+          stopPrice: input.stop_price ?? null,
+          horizonDays: input.horizon_days ?? null,
+          conditions,
+        },
+        MAX_THESES,
+      );
+    } catch (e) {
+      // A failed request leaves no thesis: the insert may have committed though its reply was
+      // lost (a 503 after the database timed out), and the user's retry would store a second one.
+      discardInBackground(() => this.repo.deleteThesis(userId, id));
+      throw e;
+    }
     if (!row)
       throw new ServiceError(
         'THESIS_LIMIT_REACHED',

@@ -34,7 +34,7 @@ export * from './market-schema.ts';
  * order them at random. Ids given by the application at insert; `gen_random_uuid()` stays the
  * column default for rows written outside it.
  */
-function timeOrderedId(): string {
+export function timeOrderedId(): string {
   return uuidv7();
 }
 

@@ -15,10 +15,12 @@ export class ThesisRepo {
   /**
    * Stores a new thesis for its owner if the owner has fewer than `max` theses. Atomic: the
    * owner's `app_users` row (which must exist) is locked for the transaction, so concurrent
-   * creations are serialized and can never exceed `max`.
+   * creations are serialized and can never exceed `max`. `t.id`: the new row's id when the
+   * caller needs it before the answer (to undo a creation whose reply is lost); default a new
+   * time-ordered id.
    * @returns the new row, or null when the owner already has `max` theses.
    */
-  async createThesis(t: Omit<ThesisRow, 'id' | 'createdAt' | 'updatedAt'>, max: number): Promise<ThesisRow | null> {
+  async createThesis(t: Omit<ThesisRow, 'id' | 'createdAt' | 'updatedAt'> & { id?: string }, max: number): Promise<ThesisRow | null> {
     return this.db.transaction(async (tx) => {
       await tx.select({ id: appUsers.id }).from(appUsers).where(eq(appUsers.id, t.userId)).for('update');
       const [{ n } = { n: 0 }] = await tx.select({ n: count() }).from(theses).where(eq(theses.userId, t.userId));

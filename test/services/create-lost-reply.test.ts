@@ -11,7 +11,8 @@ import { createTempPgDatabase, PG_BASE_URL, PG_SKIP, postgresAvailable } from '.
  * not stay behind in their list taking one of the 5 active-key slots (KeyService `create`
  * deletes it). The loss is made by a TCP proxy on loopback in front of the real PostgreSQL
  * that, once armed, stops passing the server's bytes on a connection after that connection
- * has sent an insert into api_keys and then a commit.
+ * has sent an insert into the armed table and then a commit. A thesis likewise: the user's
+ * retry must not store a second one.
  */
 
 const available = await postgresAvailable();
@@ -20,7 +21,8 @@ if (!available) console.log(PG_SKIP);
 let temp: { url: string; drop: () => Promise<void> } | undefined;
 let proxy: net.Server | undefined;
 const sockets = new Set<net.Socket>();
-let armed = false;
+/** The table whose INSERT's COMMIT gets its reply dropped next (one connection, once), or null. */
+let armed: string | null = null;
 let held = 0;
 let h: Harness | undefined;
 
@@ -30,13 +32,13 @@ async function startProxy(): Promise<number> {
   proxy = net.createServer((client) => {
     const server = net.connect(Number(target.port || 5432), target.hostname);
     sockets.add(client).add(server);
-    let sawKeyInsert = false;
+    let sawInsert = false;
     let hold = false;
     client.on('data', (b) => {
       const text = b.toString('latin1').toLowerCase();
-      if (armed && text.includes('insert into "api_keys"')) sawKeyInsert = true;
-      if (armed && sawKeyInsert && text.includes('commit')) {
-        armed = false;
+      if (armed && text.includes(`insert into "${armed}"`)) sawInsert = true;
+      if (armed && sawInsert && text.includes('commit')) {
+        armed = null;
         hold = true;
         held++;
       }
@@ -83,7 +85,7 @@ test(
     };
     assert.deepEqual(await keys(), []);
 
-    armed = true;
+    armed = 'api_keys';
     const lost = await h!.request('POST', '/api/v1/keys/create', { token: jwt, body: { name: 'lost' } });
     assert.equal(held, 1, 'the proxy held the reply of the key insert’s COMMIT');
     assert.equal(lost.status, 503, lost.raw);
@@ -103,5 +105,37 @@ test(
     const after = await keys();
     assert.equal(after.length, 1);
     assert.equal(after[0]!.status, 'active');
+  },
+);
+
+test(
+  'a thesis whose creation committed but answered 503 (reply lost) is deleted: the retry leaves one thesis, not two',
+  { skip: available ? false : PG_SKIP },
+  async () => {
+    const { key } = await h!.keyFor('pro');
+    const theses = async () => {
+      const r = await h!.request('GET', '/api/v1/thesis', { token: key });
+      assert.equal(r.status, 200, r.raw);
+      return (r.body.data as { theses: { id: string; title: string }[] }).theses;
+    };
+    const body = { asset: 'eth', direction: 'long', title: 'ETH to 5k' };
+    armed = 'theses';
+    const heldBefore = held;
+    const lost = await h!.request('POST', '/api/v1/thesis', { token: key, body });
+    assert.equal(held, heldBefore + 1, 'the proxy held the reply of the thesis insert’s COMMIT');
+    assert.equal(lost.status, 503, lost.raw);
+    const deadline = Date.now() + 5_000;
+    let listed = await theses();
+    while (listed.length > 0 && Date.now() < deadline) {
+      await sleep(100);
+      listed = await theses();
+    }
+    assert.deepEqual(listed, [], 'the thesis of the failed request is not left behind');
+    const retry = await h!.request('POST', '/api/v1/thesis', { token: key, body });
+    assert.equal(retry.status, 201, retry.raw);
+    assert.deepEqual(
+      (await theses()).map((t) => t.title),
+      ['ETH to 5k'],
+    );
   },
 );
