@@ -70,8 +70,8 @@ const PACKAGES: Record<string, { areas: readonly string[]; types?: readonly stri
   pg: { areas: ['store'] },
   'drizzle-orm': { areas: ['store'] },
   uuid: { areas: ['store'] },
-  // providers
-  'p-retry': { areas: ['providers'] },
+  // providers (the live sources' retries); services (services/discard.ts: undoing a failed creation)
+  'p-retry': { areas: ['providers', 'services'] },
   // auth
   jose: { areas: ['auth'] },
   'better-auth': { areas: ['auth'] },
