@@ -654,6 +654,23 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
 });
 
 describe('a browser whose clock is off', { skip: SKIP }, () => {
+  test("the offline note's today is the server's UTC day, not the browser's (a clock one day behind)", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Pacific/Kiritimati' });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install({ time: Date.now() - 86_400_000 });
+      await open(page, '/');
+      const today = new Date().toISOString().slice(0, 10);
+      const age = Math.round((Date.parse(today) - Date.parse(svc.market.asOf)) / 86_400_000);
+      assert.equal(
+        await page.textContent('#data-note'),
+        `Offline mode: every figure here comes from the bundled historical dataset, which ends on ${svc.market.asOf}, ${age} days before today (${today} UTC). These are not live prices or signals.`,
+      );
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('the JWT is kept for its lifetime from when it came, whatever the browser clock says (one hour ahead)', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {

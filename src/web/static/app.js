@@ -1904,10 +1904,12 @@ async function renderAccount() {
  * Offline, a note above every page that the figures are the bundled dataset's, with its last
  * day and how many days before today (UTC) that is: the answers themselves are judged fresh
  * against that day, so without it a reader would take them for today's (PageConfig.dataMode).
+ * Today is the server's UTC day when it sent the page (PageConfig.today), not the browser's,
+ * whose clock may be off.
  */
 function dataNote() {
   if (CONFIG.dataMode !== 'offline' || !CONFIG.dataAsOf) return;
-  const today = new Date().toISOString().slice(0, 10);
+  const today = CONFIG.today ?? new Date().toISOString().slice(0, 10);
   const age = Math.max(0, daysBetween(CONFIG.dataAsOf, today));
   const note = h(
     'p',
