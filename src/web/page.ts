@@ -30,6 +30,8 @@ export interface PageConfig {
    */
   dataMode: 'offline' | 'live';
   dataAsOf: string | null;
+  /** The server's UTC day (YYYY-MM-DD) when it sent the page: "today" of the offline note, whatever the browser's clock says. */
+  today: string;
 }
 
 /** JSON safe inside a `<script type="application/json">` element. */

@@ -65,7 +65,7 @@ export interface WebDeps {
  * the API's own rules.
  */
 export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
-  const config: PageConfig = {
+  const config: Omit<PageConfig, 'today'> = {
     signIn: deps.signIn.kind === 'embedded' ? 'embedded' : deps.signIn.issuer,
     mcpUrl: deps.mcpUrl,
     maxKeys: MAX_ACTIVE_KEYS,
@@ -81,7 +81,12 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
     dataMode: deps.services.market.mode,
     dataAsOf: deps.services.market.mode === 'offline' ? deps.services.market.asOf : null,
   };
-  const html = dashboardHtml(config);
+  // The document names the server's UTC day (PageConfig.today): made again when the day changes.
+  let html = { day: '', text: '' };
+  const htmlOf = (day: string) => {
+    if (html.day !== day) html = { day, text: dashboardHtml({ ...config, today: day }) };
+    return html.text;
+  };
   // An asset page for an asset the service does not know is a 404 (the page still renders,
   // and says so), like any other page that does not exist.
   const page = (req: FastifyRequest, reply: FastifyReply) => {
@@ -94,7 +99,7 @@ export async function webRoutes(app: FastifyInstance, deps: WebDeps): Promise<vo
       )
       .type('text/html; charset=utf-8')
       .header('cache-control', 'no-cache');
-    return pageHeaders(reply, DASHBOARD_CSP).send(html);
+    return pageHeaders(reply, DASHBOARD_CSP).send(htmlOf(new Date().toISOString().slice(0, 10)));
   };
 
   await app.register(async (web) => {

@@ -653,6 +653,46 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
   });
 });
 
+describe('a browser whose clock is off', { skip: SKIP }, () => {
+  test("the offline note's today is the server's UTC day, not the browser's (a clock one day behind)", async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: 'Pacific/Kiritimati' });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install({ time: Date.now() - 86_400_000 });
+      await open(page, '/');
+      const today = new Date().toISOString().slice(0, 10);
+      const age = Math.round((Date.parse(today) - Date.parse(svc.market.asOf)) / 86_400_000);
+      assert.equal(
+        await page.textContent('#data-note'),
+        `Offline mode: every figure here comes from the bundled historical dataset, which ends on ${svc.market.asOf}, ${age} days before today (${today} UTC). These are not live prices or signals.`,
+      );
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('the JWT is kept for its lifetime from when it came, whatever the browser clock says (one hour ahead)', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install({ time: Date.now() + 3_600_000 });
+      await signUp(page, `clock-${Date.now()}@example.com`);
+      let tokens = 0;
+      page.on('request', (r) => {
+        if (new URL(r.url()).pathname === '/auth/token') tokens++;
+      });
+      for (let i = 0; i < 3; i++) {
+        const listed = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/keys');
+        await page.click('#refresh-keys');
+        assert.equal((await listed).status(), 200);
+      }
+      assert.equal(tokens, 0, 'the JWT fetched at sign-in is used again, not fetched for every call');
+    } finally {
+      await ctx.close();
+    }
+  });
+});
+
 describe('a slow or failing service', { skip: SKIP }, () => {
   test('data that does not come within 30 s ends "Loading..." with a message that says so and a way to try again', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });

@@ -202,7 +202,7 @@ let jwtCache = null;
  * service throws instead of reading as signed out.
  */
 async function jwt({ throwOnNetworkError = false } = {}) {
-  if (jwtCache && jwtCache.exp * 1000 - Date.now() > 60_000) return jwtCache.token;
+  if (jwtCache && jwtCache.expiresAt - Date.now() > 60_000) return jwtCache.token;
   if (CONFIG.signIn !== 'embedded') return null;
   // The session first (200 with null when signed out), so a signed-out page makes no failing request.
   const session = await fetch('/auth/get-session', { credentials: 'same-origin' })
@@ -218,7 +218,12 @@ async function jwt({ throwOnNetworkError = false } = {}) {
   if (!body || typeof body.token !== 'string') return (jwtCache = null);
   const part = body.token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
   const claims = JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
-  jwtCache = { token: body.token, exp: claims.exp, email: claims.email ?? claims.sub };
+  // Its end on the browser's clock: received now, valid for its lifetime (exp - iat, both by the
+  // server's clock). The browser's date may be off: compared with `exp` itself, a clock 15
+  // minutes behind kept using an expired JWT (401: "session ended" while the session was fine),
+  // one ahead fetched a new JWT for every call.
+  const lifetimeMs = Number.isFinite(claims.exp - claims.iat) ? (claims.exp - claims.iat) * 1000 : 0;
+  jwtCache = { token: body.token, expiresAt: Date.now() + lifetimeMs, email: claims.email ?? claims.sub };
   return body.token;
 }
 
@@ -1899,10 +1904,12 @@ async function renderAccount() {
  * Offline, a note above every page that the figures are the bundled dataset's, with its last
  * day and how many days before today (UTC) that is: the answers themselves are judged fresh
  * against that day, so without it a reader would take them for today's (PageConfig.dataMode).
+ * Today is the server's UTC day when it sent the page (PageConfig.today), not the browser's,
+ * whose clock may be off.
  */
 function dataNote() {
   if (CONFIG.dataMode !== 'offline' || !CONFIG.dataAsOf) return;
-  const today = new Date().toISOString().slice(0, 10);
+  const today = CONFIG.today ?? new Date().toISOString().slice(0, 10);
   const age = Math.max(0, daysBetween(CONFIG.dataAsOf, today));
   const note = h(
     'p',
