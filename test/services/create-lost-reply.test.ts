@@ -73,6 +73,17 @@ after(async () => {
   await temp?.drop();
 });
 
+/** Lists with `list` every 100 ms until it is empty, for at most 5 s: the last list. */
+async function emptied<T>(list: () => Promise<T[]>): Promise<T[]> {
+  const deadline = Date.now() + 5_000;
+  let listed = await list();
+  while (listed.length > 0 && Date.now() < deadline) {
+    await sleep(100);
+    listed = await list();
+  }
+  return listed;
+}
+
 test(
   'a key whose creation committed but answered 503 (reply lost) is deleted, not left in the list taking a slot',
   { skip: available ? false : PG_SKIP },
@@ -91,13 +102,7 @@ test(
     assert.equal(lost.status, 503, lost.raw);
 
     // The row committed (PostgreSQL got the COMMIT): it is gone within a few seconds, never listed for long.
-    const deadline = Date.now() + 5_000;
-    let listed = await keys();
-    while (listed.length > 0 && Date.now() < deadline) {
-      await sleep(100);
-      listed = await keys();
-    }
-    assert.deepEqual(listed, [], 'the key nobody received is not left in the list');
+    assert.deepEqual(await emptied(keys), [], 'the key nobody received is not left in the list');
 
     // The user's retry gets a key and it is the only one.
     const retry = await h!.request('POST', '/api/v1/keys/create', { token: jwt, body: { name: 'retry' } });
@@ -124,13 +129,7 @@ test(
     const lost = await h!.request('POST', '/api/v1/thesis', { token: key, body });
     assert.equal(held, heldBefore + 1, 'the proxy held the reply of the thesis insert’s COMMIT');
     assert.equal(lost.status, 503, lost.raw);
-    const deadline = Date.now() + 5_000;
-    let listed = await theses();
-    while (listed.length > 0 && Date.now() < deadline) {
-      await sleep(100);
-      listed = await theses();
-    }
-    assert.deepEqual(listed, [], 'the thesis of the failed request is not left behind');
+    assert.deepEqual(await emptied(theses), [], 'the thesis of the failed request is not left behind');
     const retry = await h!.request('POST', '/api/v1/thesis', { token: key, body });
     assert.equal(retry.status, 201, retry.raw);
     assert.deepEqual(
