@@ -4,7 +4,14 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { eq } from 'drizzle-orm';
 import type { Service } from '../../src/server.ts';
 import { apiKeys } from '../../src/store/schema.ts';
-import { CHROMIUM_SKIP, chromiumAvailable, launchChromium, seriousViolations, startDashboardService } from '../helpers/browser.ts';
+import {
+  axeViolations,
+  CHROMIUM_SKIP,
+  chromiumAvailable,
+  launchChromium,
+  seriousViolations,
+  startDashboardService,
+} from '../helpers/browser.ts';
 
 // The dashboard end to end in a real browser (Debian's Chromium through playwright-core), on
 // the real service with its embedded identity provider: sign up, API keys, the asset chart,
@@ -468,6 +475,8 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
         path,
       );
       assert.match((await page.textContent('footer')) ?? '', /bundled historical dataset \(offline mode, data to \d{4}-\d{2}-\d{2}\)/);
+      // In a landmark of its own, which a screen reader's list of landmarks reaches (axe, below: `region`).
+      assert.match((await page.getByRole('complementary', { name: 'Data source' }).textContent()) ?? '', /^Offline mode: /, path);
     }
   });
 
@@ -1037,14 +1046,18 @@ describe('keyboard', { skip: SKIP }, () => {
 });
 
 describe('accessibility (axe-core)', { skip: SKIP }, () => {
-  test('no serious or critical violations on any page, signed out and signed in', async () => {
+  test('no serious or critical violations on any page, signed out and signed in; all content in landmarks', async () => {
     // bypassCSP only so axe-core can be injected; the pages are the same.
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
     try {
       const page = await ctx.newPage();
       const found: string[] = [];
       const check = async (what: string) => {
-        for (const v of await seriousViolations(page)) found.push(`${what}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(' | ')}`);
+        // Serious and critical, and `region` (moderate: content outside every landmark, such as
+        // the offline note was before main), which a screen reader's landmark list skips.
+        const serious = await seriousViolations(page);
+        const region = await axeViolations(page, ['region']);
+        for (const v of [...serious, ...region]) found.push(`${what}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(' | ')}`);
       };
       for (const path of ['/', '/asset/bitcoin', '/asset/ethereum', '/chains', '/track-record', '/account']) {
         await open(page, path);

@@ -1899,14 +1899,16 @@ async function renderAccount() {
  * Offline, a note above every page that the figures are the bundled dataset's, with its last
  * day and how many days before today (UTC) that is: the answers themselves are judged fresh
  * against that day, so without it a reader would take them for today's (PageConfig.dataMode).
+ * A landmark of its own (`<aside>` named "Data source", between the header and `main`), so a
+ * screen reader's list of landmarks reaches it; outside `main`, which each render replaces.
  */
 function dataNote() {
   if (CONFIG.dataMode !== 'offline' || !CONFIG.dataAsOf) return;
   const today = new Date().toISOString().slice(0, 10);
   const age = Math.max(0, daysBetween(CONFIG.dataAsOf, today));
   const note = h(
-    'p',
-    { class: 'data-note', id: 'data-note', role: 'note' },
+    'aside',
+    { class: 'data-note', id: 'data-note', 'aria-label': 'Data source' },
     h('strong', { text: 'Offline mode: ' }),
     `every figure here comes from the bundled historical dataset, which ends on ${CONFIG.dataAsOf}, ${age} day${age === 1 ? '' : 's'} before today (${today} UTC). These are not live prices or signals.`,
   );
