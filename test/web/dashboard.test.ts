@@ -1198,4 +1198,47 @@ describe('stale marks', { skip: SKIP }, () => {
       await ctx.close();
     }
   });
+
+  test('at 375 px the ⚠ under the ticker opens to the same reason by tap or keyboard (not a title), across the screen without a sideways scroll', async () => {
+    const signals = (await (await fetch(`${base}/api/v1/signals`)).json()).data.signals as {
+      asset: string;
+      as_of: string;
+      stale: boolean;
+      stale_reason: string | null;
+    }[];
+    const stale = signals.find((s) => s.stale)!;
+    const ctx = await browser.newContext({ viewport: { width: 375, height: 740 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/');
+      const first = page.locator(`#signals tbody tr[data-asset="${stale.asset}"] td:first-child`);
+      assert.equal(await first.locator('[title]').count(), 0, 'the reason is not only in a title');
+      const summary = first.locator('summary');
+      const reason = first.locator('details .stale-reason');
+      assert.equal(await summary.isVisible(), true);
+      assert.equal(await reason.isVisible(), false);
+      // A tap opens it, on the overview (the rest of the row opens the asset page).
+      await summary.tap();
+      await reason.waitFor({ state: 'visible' });
+      assert.equal(await reason.textContent(), stale.stale_reason);
+      assert.equal(new URL(page.url()).pathname, '/');
+      // Across the screen, readable, with no sideways scroll of the page.
+      const box = (await reason.boundingBox())!;
+      assert.ok(box.x >= 0 && box.x + box.width <= 375 && box.width >= 300, JSON.stringify(box));
+      const { scrollWidth, clientWidth } = await page.evaluate(() => ({
+        scrollWidth: document.documentElement.scrollWidth,
+        clientWidth: document.documentElement.clientWidth,
+      }));
+      assert.ok(scrollWidth <= clientWidth, `scrollWidth ${scrollWidth} > clientWidth ${clientWidth}`);
+      await summary.tap();
+      await reason.waitFor({ state: 'hidden' });
+      // The keyboard: the mark is focusable and Enter opens it.
+      await summary.focus();
+      await page.keyboard.press('Enter');
+      await reason.waitFor({ state: 'visible' });
+      assert.equal(new URL(page.url()).pathname, '/');
+    } finally {
+      await ctx.close();
+    }
+  });
 });

@@ -423,17 +423,28 @@ function signalsTable(d, asOf) {
             {},
             h('a', { href }, s.symbol),
             h('span', { class: 'muted hide-narrow' }, ' ', s.name),
-            // On a phone the "data as of" column is hidden: the stale mark moves here.
+            // On a phone the "data as of" column is hidden: the stale mark moves here, opening
+            // to its reason like the column's (click, tap or keyboard; a title is out of reach
+            // of both). The reason opens across the table (app.css), not in this narrow cell.
             // (Inside a wrapper: a cell holding .stale itself wraps with a wide minimum width.)
             s.stale
               ? h(
                   'span',
                   { class: 'show-narrow' },
                   h(
-                    'span',
-                    { class: 'stale', title: `stale: ${s.stale_reason ?? ''}` },
-                    h('span', { 'aria-hidden': 'true', text: '⚠' }),
-                    h('span', { class: 'sr-only', text: 'stale' }),
+                    'details',
+                    { class: 'stale-why' },
+                    h(
+                      'summary',
+                      {},
+                      h(
+                        'span',
+                        { class: 'stale' },
+                        h('span', { 'aria-hidden': 'true', text: '⚠' }),
+                        h('span', { class: 'sr-only', text: `stale, data of ${s.as_of}` }),
+                      ),
+                    ),
+                    h('span', { class: 'small stale-reason', text: s.stale_reason ?? 'no reason given' }),
                   ),
                 )
               : null,
