@@ -314,6 +314,35 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.deepEqual(errors, []);
   });
 
+  test('the chart window in view is a link marked aria-current="page", drawn bold like before; the others are plain links', async () => {
+    await open(page, '/asset/bitcoin?days=90');
+    const windows = page.locator('main p', { hasText: /^Window: / });
+    const links = await windows.locator('a').evaluateAll((as) =>
+      as.map((a) => ({
+        text: a.textContent,
+        href: a.getAttribute('href'),
+        current: a.getAttribute('aria-current'),
+        weight: getComputedStyle(a).fontWeight,
+        underline: getComputedStyle(a).textDecorationLine,
+      })),
+    );
+    assert.deepEqual(
+      links.map((l) => [l.text, l.href, l.current]),
+      [
+        ['30 d', '?days=30', null],
+        ['90 d', '?days=90', 'page'],
+        ['180 d', '?days=180', null],
+        ['365 d', '?days=365', null],
+      ],
+    );
+    assert.equal(links[1]!.weight, '700');
+    assert.equal(links[1]!.underline, 'none');
+    assert.notEqual(links[0]!.underline, 'none');
+    // Without ?days the default window, 180 days, is the current one.
+    await open(page, '/asset/bitcoin');
+    assert.equal(await page.getByRole('link', { name: '180 d' }).getAttribute('aria-current'), 'page');
+  });
+
   test('the chart leaves days without a candle blank and names them, instead of closing the axis over them', async () => {
     // The bundled prices have no missing day: the answer is cut here, as a source's gap would be.
     const pattern = (u: URL) => u.pathname === '/app/data/prices/bitcoin';

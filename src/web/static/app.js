@@ -786,11 +786,13 @@ async function assetPage(asked) {
     role: 'img',
     'aria-label': `Daily candlestick chart of ${s.name} over ${days} days with ${p.signal_changes.length} signal changes`,
   });
+  // The window shown is a link too, marked aria-current (a screen reader says "current page"),
+  // drawn bold and without an underline like the plain text it was (app.css .windows).
   const daysNav = h(
     'p',
-    { class: 'small' },
+    { class: 'small windows' },
     'Window: ',
-    [30, 90, 180, 365].map((d) => [d === days ? h('strong', { text: `${d} d` }) : h('a', { href: `?days=${d}`, text: `${d} d` }), ' ']),
+    [30, 90, 180, 365].map((d) => [h('a', { href: `?days=${d}`, text: `${d} d`, 'aria-current': d === days ? 'page' : null }), ' ']),
   );
   const historyEl = h('div');
   main.replaceChildren(
