@@ -714,6 +714,54 @@ describe('a slow or failing service', { skip: SKIP }, () => {
     }
   });
 
+  test('an account action with no answer within 30 s says it may or may not have been applied and enables its button again', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install();
+      await signUp(page, `stalled.${Date.now()}@example.com`);
+      await page.waitForSelector('#tier');
+      await page.fill('#key-name', 'kept');
+      await page.click('#generate');
+      await page.locator('#new-key-dialog').getByRole('button', { name: 'Close' }).click();
+      await page.waitForSelector('#keys tr .revoke');
+      const NO_ANSWER =
+        'No answer from the service within 30 seconds: the request may or may not have been applied. Refresh the list to see whether it was.';
+
+      // "Generate key": the request stalls (a proxy or database that never answers).
+      await page.route('**/api/v1/keys/create', () => {});
+      await page.fill('#key-name', 'stalled');
+      let asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/api/v1/keys/create');
+      await page.click('#generate');
+      await asked;
+      assert.equal(await page.isDisabled('#generate'), true);
+      await page.clock.fastForward(31_000);
+      await page.waitForFunction(() => /No answer/.test(document.querySelector('#key-msg')?.textContent ?? ''));
+      assert.equal(await page.textContent('#key-msg'), NO_ANSWER);
+      assert.equal(await page.isDisabled('#generate'), false);
+
+      // "Revoke", after its confirmation.
+      await page.route('**/api/v1/keys/revoke', () => {});
+      await page.locator('#keys tr .revoke').first().click();
+      asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/api/v1/keys/revoke');
+      await page.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).click();
+      await asked;
+      await page.evaluate(() => (document.querySelector('#key-msg')!.textContent = ''));
+      await page.clock.fastForward(31_000);
+      await page.waitForFunction(() => /No answer/.test(document.querySelector('#key-msg')?.textContent ?? ''));
+      assert.equal(await page.textContent('#key-msg'), NO_ANSWER);
+
+      // Refreshing the list, as the message says, shows what happened (here: nothing reached the service).
+      await page.unrouteAll();
+      await page.click('#refresh-keys');
+      await page.waitForFunction(() => !/No answer/.test(document.querySelector('#key-msg')?.textContent ?? 'No answer'));
+      assert.equal(await page.locator('#keys tbody tr').count(), 1);
+      assert.equal(await page.textContent('#keys tbody tr .status'), 'active');
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('without JavaScript the page says it needs it and where the same figures are, instead of only "Loading..."', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
     try {
