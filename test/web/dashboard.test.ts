@@ -774,6 +774,49 @@ describe('a slow or failing service', { skip: SKIP }, () => {
     }
   });
 
+  test('when app.js does not load (404) or fails, "Loading..." is followed after a few seconds by where the figures are in the API', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      const fallback = page.locator('#load-fallback');
+      for (const broken of [
+        { status: 404, contentType: 'text/plain', body: 'Not found' },
+        { status: 200, contentType: 'text/javascript', body: 'throw new Error("broken build");' },
+      ]) {
+        await page.route('**/app/static/app.js', (r) => r.fulfill(broken));
+        await page.goto(`${base}/`);
+        assert.equal(await fallback.isVisible(), false, 'not at once: the script may still be on its way');
+        await fallback.waitFor({ state: 'visible', timeout: 15_000 });
+        assert.match(
+          (await fallback.textContent()) ?? '',
+          /script may have failed to load: reload to try again\. The same figures are in the API/,
+        );
+        for (const path of ['/api/v1/signals', '/api/v1/status']) {
+          assert.equal(await page.getByRole('link', { name: path }).getAttribute('href'), path);
+        }
+        await page.unrouteAll();
+      }
+      // When app.js runs, the fallback is gone at once, also while the data is still loading.
+      await page.route('**/app/data/regime', () => {});
+      await page.goto(`${base}/`);
+      await page.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') === 'true');
+      assert.equal(await fallback.count(), 0);
+      // Without JavaScript only the <noscript> text says it (test above), not this one too.
+      const noJs = await browser.newContext({ javaScriptEnabled: false });
+      try {
+        const p = await noJs.newPage();
+        await p.goto(`${base}/`);
+        assert.equal(await p.locator('#load-fallback').isVisible(), false);
+        await p.waitForTimeout(9_000);
+        assert.equal(await p.locator('#load-fallback').isVisible(), false);
+      } finally {
+        await noJs.close();
+      }
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test("a 503 that is not the API's JSON (a proxy's page) is said in words, with Try again and the way back", async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     try {

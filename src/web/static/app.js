@@ -1973,6 +1973,8 @@ async function route() {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
+  // The script runs: the page's fallback for when it does not (page.ts, app.css) goes.
+  document.getElementById('load-fallback')?.remove();
   // Set here, not in the page's markup: without JavaScript the page is not loading anything.
   main.setAttribute('aria-busy', 'true');
   try {
