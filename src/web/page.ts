@@ -43,7 +43,9 @@ function scriptJson(v: unknown): string {
  * The dashboard document, the same for every page path: a header with the navigation, an
  * empty `<main>` that `/app/static/app.js` (an ES module, no build step) fills according to
  * the path, and the configuration as a JSON data block. No inline script or style, so the CSP
- * can be `'self'` only.
+ * can be `'self'` only. Should app.js not run (a 404, a script error), app.css reveals a
+ * fallback under "Loading..." after a few seconds with links to the same figures in the API;
+ * app.js removes it as soon as it runs.
  */
 export function dashboardHtml(config: PageConfig): string {
   return `<!doctype html>
@@ -68,6 +70,7 @@ ${SITE_PAGES.map((p) => `<li><a href="${p.href}"${p.nav ? ` data-nav="${p.nav}"`
 </nav>
 </header>
 <main id="main" tabindex="-1"><p class="muted">Loading...</p>
+<p class="load-fallback" id="load-fallback">Still nothing? The page's script may have failed to load: reload to try again. The same figures are in the API: <a href="/api/v1/signals">/api/v1/signals</a>, <a href="/api/v1/regime">/api/v1/regime</a>, <a href="/api/v1/status">/api/v1/status</a>.</p>
 <noscript><p>This dashboard needs JavaScript. The same figures are in the API: <a href="/api/v1/signals">/api/v1/signals</a>, <a href="/api/v1/regime">/api/v1/regime</a> (<a href="/api/v1/openapi.json">OpenAPI</a>).</p></noscript></main>
 <footer class="foot">
 <p>Signals are computed point-in-time from ${config.dataMode === 'offline' ? `the bundled historical dataset (offline mode, data to ${config.dataAsOf})` : 'market data ingested from public APIs'}; not investment advice. <a href="/api/v1/openapi.json">OpenAPI</a> · <a href="/api/v1/status">Data status</a></p>

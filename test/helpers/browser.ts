@@ -63,16 +63,26 @@ export interface AxeViolation {
  * best practices) and returns the serious and critical violations.
  */
 export async function seriousViolations(page: Page): Promise<AxeViolation[]> {
+  return (await axeViolations(page)).filter((v) => v.impact === 'serious' || v.impact === 'critical');
+}
+
+/**
+ * Runs axe-core on the page as it is and returns every violation of any impact: of the rules
+ * `rules` (axe rule ids, e.g. `region`, a moderate one) only when given, else of all of them.
+ */
+export async function axeViolations(page: Page, rules?: string[]): Promise<AxeViolation[]> {
   await page.addScriptTag({ content: AXE_SOURCE });
-  const result = await page.evaluate(async () => {
+  return page.evaluate(async (only) => {
     const axe = (globalThis as unknown as { axe: { run(ctx: unknown, opts: unknown): Promise<any> } }).axe;
-    const r = await axe.run(document, { resultTypes: ['violations'] });
+    const r = await axe.run(document, {
+      resultTypes: ['violations'],
+      ...(only ? { runOnly: { type: 'rule', values: only } } : {}),
+    });
     return (r.violations as any[]).map((v) => ({
       id: v.id as string,
       impact: v.impact as string | null,
       help: v.help as string,
       nodes: (v.nodes as any[]).slice(0, 3).map((n) => String(n.html).slice(0, 160)),
     }));
-  });
-  return result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  }, rules ?? null);
 }

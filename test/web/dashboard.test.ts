@@ -4,7 +4,14 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { eq } from 'drizzle-orm';
 import type { Service } from '../../src/server.ts';
 import { apiKeys } from '../../src/store/schema.ts';
-import { CHROMIUM_SKIP, chromiumAvailable, launchChromium, seriousViolations, startDashboardService } from '../helpers/browser.ts';
+import {
+  axeViolations,
+  CHROMIUM_SKIP,
+  chromiumAvailable,
+  launchChromium,
+  seriousViolations,
+  startDashboardService,
+} from '../helpers/browser.ts';
 
 // The dashboard end to end in a real browser (Debian's Chromium through playwright-core), on
 // the real service with its embedded identity provider: sign up, API keys, the asset chart,
@@ -307,6 +314,35 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     assert.deepEqual(errors, []);
   });
 
+  test('the chart window in view is a link marked aria-current="page", drawn bold like before; the others are plain links', async () => {
+    await open(page, '/asset/bitcoin?days=90');
+    const windows = page.locator('main p', { hasText: /^Window: / });
+    const links = await windows.locator('a').evaluateAll((as) =>
+      as.map((a) => ({
+        text: a.textContent,
+        href: a.getAttribute('href'),
+        current: a.getAttribute('aria-current'),
+        weight: getComputedStyle(a).fontWeight,
+        underline: getComputedStyle(a).textDecorationLine,
+      })),
+    );
+    assert.deepEqual(
+      links.map((l) => [l.text, l.href, l.current]),
+      [
+        ['30 d', '?days=30', null],
+        ['90 d', '?days=90', 'page'],
+        ['180 d', '?days=180', null],
+        ['365 d', '?days=365', null],
+      ],
+    );
+    assert.equal(links[1]!.weight, '700');
+    assert.equal(links[1]!.underline, 'none');
+    assert.notEqual(links[0]!.underline, 'none');
+    // Without ?days the default window, 180 days, is the current one.
+    await open(page, '/asset/bitcoin');
+    assert.equal(await page.getByRole('link', { name: '180 d' }).getAttribute('aria-current'), 'page');
+  });
+
   test('the chart leaves days without a candle blank and names them, instead of closing the axis over them', async () => {
     // The bundled prices have no missing day: the answer is cut here, as a source's gap would be.
     const pattern = (u: URL) => u.pathname === '/app/data/prices/bitcoin';
@@ -468,6 +504,8 @@ describe('dashboard: data age, double submits, network failures', { skip: SKIP }
         path,
       );
       assert.match((await page.textContent('footer')) ?? '', /bundled historical dataset \(offline mode, data to \d{4}-\d{2}-\d{2}\)/);
+      // In a landmark of its own, which a screen reader's list of landmarks reaches (axe, below: `region`).
+      assert.match((await page.getByRole('complementary', { name: 'Data source' }).textContent()) ?? '', /^Offline mode: /, path);
     }
   });
 
@@ -716,6 +754,54 @@ describe('a slow or failing service', { skip: SKIP }, () => {
     }
   });
 
+  test('an account action with no answer within 30 s says it may or may not have been applied and enables its button again', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install();
+      await signUp(page, `stalled.${Date.now()}@example.com`);
+      await page.waitForSelector('#tier');
+      await page.fill('#key-name', 'kept');
+      await page.click('#generate');
+      await page.locator('#new-key-dialog').getByRole('button', { name: 'Close' }).click();
+      await page.waitForSelector('#keys tr .revoke');
+      const NO_ANSWER =
+        'No answer from the service within 30 seconds: the request may or may not have been applied. Refresh the list to see whether it was.';
+
+      // "Generate key": the request stalls (a proxy or database that never answers).
+      await page.route('**/api/v1/keys/create', () => {});
+      await page.fill('#key-name', 'stalled');
+      let asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/api/v1/keys/create');
+      await page.click('#generate');
+      await asked;
+      assert.equal(await page.isDisabled('#generate'), true);
+      await page.clock.fastForward(31_000);
+      await page.waitForFunction(() => /No answer/.test(document.querySelector('#key-msg')?.textContent ?? ''));
+      assert.equal(await page.textContent('#key-msg'), NO_ANSWER);
+      assert.equal(await page.isDisabled('#generate'), false);
+
+      // "Revoke", after its confirmation.
+      await page.route('**/api/v1/keys/revoke', () => {});
+      await page.locator('#keys tr .revoke').first().click();
+      asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/api/v1/keys/revoke');
+      await page.getByRole('dialog').getByRole('button', { name: 'Revoke key' }).click();
+      await asked;
+      await page.evaluate(() => (document.querySelector('#key-msg')!.textContent = ''));
+      await page.clock.fastForward(31_000);
+      await page.waitForFunction(() => /No answer/.test(document.querySelector('#key-msg')?.textContent ?? ''));
+      assert.equal(await page.textContent('#key-msg'), NO_ANSWER);
+
+      // Refreshing the list, as the message says, shows what happened (here: nothing reached the service).
+      await page.unrouteAll();
+      await page.click('#refresh-keys');
+      await page.waitForFunction(() => !/No answer/.test(document.querySelector('#key-msg')?.textContent ?? 'No answer'));
+      assert.equal(await page.locator('#keys tbody tr').count(), 1);
+      assert.equal(await page.textContent('#keys tbody tr .status'), 'active');
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('without JavaScript the page says it needs it and where the same figures are, instead of only "Loading..."', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
     try {
@@ -723,6 +809,49 @@ describe('a slow or failing service', { skip: SKIP }, () => {
       await page.goto(`${base}/`);
       assert.match((await page.textContent('main')) ?? '', /This dashboard needs JavaScript\. The same figures are in the API/);
       assert.equal(await page.getByRole('link', { name: '/api/v1/signals' }).getAttribute('href'), '/api/v1/signals');
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('when app.js does not load (404) or fails, "Loading..." is followed after a few seconds by where the figures are in the API', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      const fallback = page.locator('#load-fallback');
+      for (const broken of [
+        { status: 404, contentType: 'text/plain', body: 'Not found' },
+        { status: 200, contentType: 'text/javascript', body: 'throw new Error("broken build");' },
+      ]) {
+        await page.route('**/app/static/app.js', (r) => r.fulfill(broken));
+        await page.goto(`${base}/`);
+        assert.equal(await fallback.isVisible(), false, 'not at once: the script may still be on its way');
+        await fallback.waitFor({ state: 'visible', timeout: 15_000 });
+        assert.match(
+          (await fallback.textContent()) ?? '',
+          /script may have failed to load: reload to try again\. The same figures are in the API/,
+        );
+        for (const path of ['/api/v1/signals', '/api/v1/status']) {
+          assert.equal(await page.getByRole('link', { name: path }).getAttribute('href'), path);
+        }
+        await page.unrouteAll();
+      }
+      // When app.js runs, the fallback is gone at once, also while the data is still loading.
+      await page.route('**/app/data/regime', () => {});
+      await page.goto(`${base}/`);
+      await page.waitForFunction(() => document.querySelector('main')?.getAttribute('aria-busy') === 'true');
+      assert.equal(await fallback.count(), 0);
+      // Without JavaScript only the <noscript> text says it (test above), not this one too.
+      const noJs = await browser.newContext({ javaScriptEnabled: false });
+      try {
+        const p = await noJs.newPage();
+        await p.goto(`${base}/`);
+        assert.equal(await p.locator('#load-fallback').isVisible(), false);
+        await p.waitForTimeout(9_000);
+        assert.equal(await p.locator('#load-fallback').isVisible(), false);
+      } finally {
+        await noJs.close();
+      }
     } finally {
       await ctx.close();
     }
@@ -1077,14 +1206,18 @@ describe('keyboard', { skip: SKIP }, () => {
 });
 
 describe('accessibility (axe-core)', { skip: SKIP }, () => {
-  test('no serious or critical violations on any page, signed out and signed in', async () => {
+  test('no serious or critical violations on any page, signed out and signed in; all content in landmarks', async () => {
     // bypassCSP only so axe-core can be injected; the pages are the same.
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
     try {
       const page = await ctx.newPage();
       const found: string[] = [];
       const check = async (what: string) => {
-        for (const v of await seriousViolations(page)) found.push(`${what}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(' | ')}`);
+        // Serious and critical, and `region` (moderate: content outside every landmark, such as
+        // the offline note was before main), which a screen reader's landmark list skips.
+        const serious = await seriousViolations(page);
+        const region = await axeViolations(page, ['region']);
+        for (const v of [...serious, ...region]) found.push(`${what}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(' | ')}`);
       };
       for (const path of ['/', '/asset/bitcoin', '/asset/ethereum', '/chains', '/track-record', '/account']) {
         await open(page, path);
@@ -1221,6 +1354,49 @@ describe('stale marks', { skip: SKIP }, () => {
       const plain = page.locator(`#signals tbody tr[data-asset="${fresh.asset}"] td:last-child`);
       assert.equal(await plain.textContent(), fresh.as_of);
       assert.equal(await plain.locator('details').count(), 0);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('at 375 px the ⚠ under the ticker opens to the same reason by tap or keyboard (not a title), across the screen without a sideways scroll', async () => {
+    const signals = (await (await fetch(`${base}/api/v1/signals`)).json()).data.signals as {
+      asset: string;
+      as_of: string;
+      stale: boolean;
+      stale_reason: string | null;
+    }[];
+    const stale = signals.find((s) => s.stale)!;
+    const ctx = await browser.newContext({ viewport: { width: 375, height: 740 }, deviceScaleFactor: 1, isMobile: true, hasTouch: true });
+    try {
+      const page = await ctx.newPage();
+      await open(page, '/');
+      const first = page.locator(`#signals tbody tr[data-asset="${stale.asset}"] td:first-child`);
+      assert.equal(await first.locator('[title]').count(), 0, 'the reason is not only in a title');
+      const summary = first.locator('summary');
+      const reason = first.locator('details .stale-reason');
+      assert.equal(await summary.isVisible(), true);
+      assert.equal(await reason.isVisible(), false);
+      // A tap opens it, on the overview (the rest of the row opens the asset page).
+      await summary.tap();
+      await reason.waitFor({ state: 'visible' });
+      assert.equal(await reason.textContent(), stale.stale_reason);
+      assert.equal(new URL(page.url()).pathname, '/');
+      // Across the screen, readable, with no sideways scroll of the page.
+      const box = (await reason.boundingBox())!;
+      assert.ok(box.x >= 0 && box.x + box.width <= 375 && box.width >= 300, JSON.stringify(box));
+      const { scrollWidth, clientWidth } = await page.evaluate(() => ({
+        scrollWidth: document.documentElement.scrollWidth,
+        clientWidth: document.documentElement.clientWidth,
+      }));
+      assert.ok(scrollWidth <= clientWidth, `scrollWidth ${scrollWidth} > clientWidth ${clientWidth}`);
+      await summary.tap();
+      await reason.waitFor({ state: 'hidden' });
+      // The keyboard: the mark is focusable and Enter opens it.
+      await summary.focus();
+      await page.keyboard.press('Enter');
+      await reason.waitFor({ state: 'visible' });
+      assert.equal(new URL(page.url()).pathname, '/');
     } finally {
       await ctx.close();
     }

@@ -201,20 +201,26 @@ let jwtCache = null;
  * null when signed out. With `throwOnNetworkError`, a session check that cannot reach the
  * service throws instead of reading as signed out.
  */
-async function jwt({ throwOnNetworkError = false } = {}) {
+async function jwt({ throwOnNetworkError = false, signal = undefined } = {}) {
   if (jwtCache && jwtCache.expiresAt - Date.now() > 60_000) return jwtCache.token;
   if (CONFIG.signIn !== 'embedded') return null;
   // The session first (200 with null when signed out), so a signed-out page makes no failing request.
-  const session = await fetch('/auth/get-session', { credentials: 'same-origin' })
+  const session = await fetch('/auth/get-session', { credentials: 'same-origin', signal })
     .then((r) => (r.ok ? r.json() : null))
     .catch((e) => {
       if (throwOnNetworkError) throw e;
       return null;
     });
   if (!session) return (jwtCache = null);
-  const res = await fetch('/auth/token', { credentials: 'same-origin' }).catch(() => null);
+  const res = await fetch('/auth/token', { credentials: 'same-origin', signal }).catch((e) => {
+    if (signal?.aborted) throw e;
+    return null;
+  });
   if (!res || !res.ok) return (jwtCache = null);
-  const body = await res.json().catch(() => null);
+  const body = await res.json().catch((e) => {
+    if (signal?.aborted) throw e;
+    return null;
+  });
   if (!body || typeof body.token !== 'string') return (jwtCache = null);
   const part = body.token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
   const claims = JSON.parse(atob(part + '='.repeat((4 - (part.length % 4)) % 4)));
@@ -231,29 +237,52 @@ async function jwt({ throwOnNetworkError = false } = {}) {
 const NETWORK_ERROR = 'The service could not be reached (network error), so nothing was changed: check your connection and try again.';
 
 /**
+ * How long an account action (api) waits for the service's answer, the session check included,
+ * before it gives up and says so: a stalled request would otherwise keep its button disabled
+ * for as long as the browser keeps the request open.
+ */
+const API_TIMEOUT_MS = 30_000;
+/** Said when a change (POST, DELETE) was sent but no answer came: it may have been applied or not. */
+const NO_ANSWER_CHANGE = `No answer from the service within ${API_TIMEOUT_MS / 1000} seconds: the request may or may not have been applied. Refresh the list to see whether it was.`;
+
+/**
  * A call to /api/v1 with the user's JWT: `{ok, status, body, tier}`. Never throws: when the
  * service cannot be reached, `{ok: false, status: 0}` with NETWORK_ERROR as the message, so
- * every caller shows it and re-enables its form.
+ * every caller shows it and re-enables its form; when no answer comes within API_TIMEOUT_MS,
+ * the same with a message that says so (for a change already sent: NO_ANSWER_CHANGE, since
+ * the service may have applied it).
  */
 async function api(method, path, body) {
-  const unreachable = { ok: false, status: 0, body: { error: { message: NETWORK_ERROR } } };
-  let token;
+  const result = (message) => ({ ok: false, status: 0, body: { error: { message } } });
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), API_TIMEOUT_MS);
+  let sent = false;
   try {
-    token = await jwt({ throwOnNetworkError: true });
+    const token = await jwt({ throwOnNetworkError: true, signal: ctl.signal });
+    if (!token) return sessionEnded();
+    sent = true;
+    const res = await fetch(`/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: ctl.signal,
+    });
+    const json = await res.json().catch((e) => {
+      if (ctl.signal.aborted) throw e;
+      return null;
+    });
+    // A JWT refused (the session ended or was revoked elsewhere): not signed in any more.
+    if (res.status === 401) return sessionEnded();
+    return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
   } catch {
-    return unreachable;
+    if (!ctl.signal.aborted) return result(NETWORK_ERROR);
+    if (sent && method !== 'GET') return result(NO_ANSWER_CHANGE);
+    return result(
+      `The service did not answer within ${API_TIMEOUT_MS / 1000} seconds${sent ? '' : ', so nothing was sent'}: try again in a moment.`,
+    );
+  } finally {
+    clearTimeout(timer);
   }
-  if (!token) return sessionEnded();
-  const res = await fetch(`/api/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  }).catch(() => null);
-  if (!res) return unreachable;
-  const json = await res.json().catch(() => null);
-  // A JWT refused (the session ended or was revoked elsewhere): not signed in any more.
-  if (res.status === 401) return sessionEnded();
-  return { ok: res.ok, status: res.status, body: json, tier: res.headers.get('x-service-tier') };
 }
 
 /** Said on the sign-in form shown after the session ended while the account page was open. */
@@ -428,17 +457,28 @@ function signalsTable(d, asOf) {
             {},
             h('a', { href }, s.symbol),
             h('span', { class: 'muted hide-narrow' }, ' ', s.name),
-            // On a phone the "data as of" column is hidden: the stale mark moves here.
+            // On a phone the "data as of" column is hidden: the stale mark moves here, opening
+            // to its reason like the column's (click, tap or keyboard; a title is out of reach
+            // of both). The reason opens across the table (app.css), not in this narrow cell.
             // (Inside a wrapper: a cell holding .stale itself wraps with a wide minimum width.)
             s.stale
               ? h(
                   'span',
                   { class: 'show-narrow' },
                   h(
-                    'span',
-                    { class: 'stale', title: `stale: ${s.stale_reason ?? ''}` },
-                    h('span', { 'aria-hidden': 'true', text: '⚠' }),
-                    h('span', { class: 'sr-only', text: 'stale' }),
+                    'details',
+                    { class: 'stale-why' },
+                    h(
+                      'summary',
+                      {},
+                      h(
+                        'span',
+                        { class: 'stale' },
+                        h('span', { 'aria-hidden': 'true', text: '⚠' }),
+                        h('span', { class: 'sr-only', text: `stale, data of ${s.as_of}` }),
+                      ),
+                    ),
+                    h('span', { class: 'small stale-reason', text: s.stale_reason ?? 'no reason given' }),
                   ),
                 )
               : null,
@@ -780,11 +820,13 @@ async function assetPage(asked) {
     role: 'img',
     'aria-label': `Daily candlestick chart of ${s.name} over ${days} days with ${p.signal_changes.length} signal changes`,
   });
+  // The window shown is a link too, marked aria-current (a screen reader says "current page"),
+  // drawn bold and without an underline like the plain text it was (app.css .windows).
   const daysNav = h(
     'p',
-    { class: 'small' },
+    { class: 'small windows' },
     'Window: ',
-    [30, 90, 180, 365].map((d) => [d === days ? h('strong', { text: `${d} d` }) : h('a', { href: `?days=${d}`, text: `${d} d` }), ' ']),
+    [30, 90, 180, 365].map((d) => [h('a', { href: `?days=${d}`, text: `${d} d`, 'aria-current': d === days ? 'page' : null }), ' ']),
   );
   const historyEl = h('div');
   main.replaceChildren(
@@ -1905,15 +1947,17 @@ async function renderAccount() {
  * day and how many days before today (UTC) that is: the answers themselves are judged fresh
  * against that day, so without it a reader would take them for today's (PageConfig.dataMode).
  * Today is the server's UTC day when it sent the page (PageConfig.today), not the browser's,
- * whose clock may be off.
+ * whose clock may be off. A landmark of its own (`<aside>` named "Data source", between the
+ * header and `main`), so a screen reader's list of landmarks reaches it; outside `main`, which
+ * each render replaces.
  */
 function dataNote() {
   if (CONFIG.dataMode !== 'offline' || !CONFIG.dataAsOf) return;
   const today = CONFIG.today ?? new Date().toISOString().slice(0, 10);
   const age = Math.max(0, daysBetween(CONFIG.dataAsOf, today));
   const note = h(
-    'p',
-    { class: 'data-note', id: 'data-note', role: 'note' },
+    'aside',
+    { class: 'data-note', id: 'data-note', 'aria-label': 'Data source' },
     h('strong', { text: 'Offline mode: ' }),
     `every figure here comes from the bundled historical dataset, which ends on ${CONFIG.dataAsOf}, ${age} day${age === 1 ? '' : 's'} before today (${today} UTC). These are not live prices or signals.`,
   );
@@ -1936,6 +1980,8 @@ async function route() {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
+  // The script runs: the page's fallback for when it does not (page.ts, app.css) goes.
+  document.getElementById('load-fallback')?.remove();
   // Set here, not in the page's markup: without JavaScript the page is not loading anything.
   main.setAttribute('aria-busy', 'true');
   try {
