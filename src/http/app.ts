@@ -123,6 +123,14 @@ function pathOf(url: string): string {
   return q === -1 ? url : url.slice(0, q);
 }
 
+/**
+ * An OPTIONS request that is not a CORS preflight (no `Origin` or no
+ * `Access-Control-Request-Method`): a client asking which methods a path takes.
+ */
+function isPlainOptions(req: FastifyRequest): boolean {
+  return req.method === 'OPTIONS' && (!req.headers.origin || !req.headers['access-control-request-method']);
+}
+
 /** The methods of the service's routes, for telling a wrong method from a wrong path. */
 const ROUTE_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
@@ -369,6 +377,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     const url = pathOf(req.url);
     return ROUTE_METHODS.filter((method) => method !== req.method && app.findRoute({ method, url }) !== null);
   };
+  /** An Allow header's value for `methods`: HEAD beside GET (every GET route answers HEAD, RFC 9110 section 9.3.2). */
+  const allowOf = (methods: readonly string[]) => methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
   const notFound = (req: FastifyRequest, reply: FastifyReply) => {
     if (isPageNavigation(req))
       return pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
@@ -376,8 +386,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
         .header('x-request-id', req.id)
         .send(notFoundPage(pathOf(req.url)));
     const methods = otherMethods(req);
-    // Allow lists HEAD too where GET is taken: every GET route answers HEAD (RFC 9110 section 9.3.2).
-    if (methods.length > 0) reply.header('allow', methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', '));
+    if (methods.length > 0) reply.header('allow', allowOf(methods));
     return sendError(
       req,
       reply,
@@ -462,6 +471,28 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   const origins = deps.config.CORS_ORIGINS.trim();
   await app.register(
     async (v1) => {
+      // An OPTIONS that is not a CORS preflight (no Origin or no Access-Control-Request-Method,
+      // e.g. `curl -X OPTIONS`) asks which methods the path takes (RFC 9110 section 9.3.7): 204
+      // with Allow, before @fastify/cors, which would answer a plain-text 400 "Invalid Preflight
+      // Request" outside the envelope. A path no route takes gets the envelope's 404 with the
+      // client address's rate-limit headers (as errors before routing). No quota used.
+      v1.addHook('onRequest', (req, reply, done) => {
+        if (!isPlainOptions(req)) return done();
+        const methods = otherMethods(req);
+        if (methods.length > 0) {
+          reply
+            .code(204)
+            .header('allow', `${allowOf(methods)}, OPTIONS`)
+            .header('cache-control', 'no-store')
+            .send();
+          return;
+        }
+        addressLimits(req.ip)
+          .then((limits) => {
+            notFound(req, reply.headers(rateLimitHeaders(limits)));
+          })
+          .catch(done);
+      });
       // CORS before the guard: a preflight is answered without touching the quota. No
       // credentials mode: keys and JWTs travel in the Authorization header, never in cookies.
       await v1.register(fastifyCors, {

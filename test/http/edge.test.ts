@@ -43,6 +43,27 @@ describe('CORS', { skip: SKIP }, () => {
     assert.match(String(r.headers.vary), /Origin/);
   });
 
+  test('an OPTIONS that is not a preflight (no Origin, curl -X OPTIONS) is 204 with Allow, an unknown path the envelope 404; no quota used', async () => {
+    const ip = h.freshIp();
+    for (const headers of [{}, { origin: ALLOWED }, { 'access-control-request-method': 'GET' }] as Record<string, string>[]) {
+      const r = await h.request('OPTIONS', '/api/v1/signals', { ip, headers });
+      assert.equal(r.status, 204, `${JSON.stringify(headers)}: ${r.raw}`);
+      assert.equal(r.headers.allow, 'GET, HEAD, OPTIONS');
+      assert.equal(r.raw, '');
+    }
+    const keys = await h.request('OPTIONS', '/api/v1/keys', { ip });
+    assert.equal(keys.status, 204);
+    assert.equal(keys.headers.allow, 'GET, HEAD, OPTIONS');
+    assert.equal((await h.request('OPTIONS', '/api/v1/keys/create', { ip })).headers.allow, 'POST, OPTIONS');
+    const unknown = await h.request('OPTIONS', '/api/v1/nope', { ip });
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.status, 'error');
+    assert.equal(unknown.body.error.code, 'NOT_FOUND');
+    assert.equal(unknown.headers['x-ratelimit-remaining'], '10', "the client address's limits, nothing counted");
+    const after = await h.request('GET', '/api/v1/assets', { ip });
+    assert.equal(after.headers['x-ratelimit-remaining'], '9', 'the OPTIONS requests consumed no quota');
+  });
+
   test('another origin gets no Access-Control-Allow-Origin (the browser refuses)', async () => {
     const pre = await h.request('OPTIONS', '/api/v1/signals', {
       headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' },
