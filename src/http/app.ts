@@ -11,6 +11,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
   LogController,
+  type preValidationHookHandler,
 } from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
@@ -103,17 +104,22 @@ export function wholeBodyMessage(keyword: string | undefined, reason: string | u
   return `Invalid body: expected a JSON object${got ? `, got ${got}` : ''}; send the fields as a JSON object ({"name": value, ...}; the API reference at /docs lists this route's fields)`;
 }
 
+/** Whether `schema` is a zod body schema that allows no body (`POST /api/v1/keys/create`). */
+function allowsNoBody(schema: unknown): boolean {
+  const zod = schema as { safeParse?: (v: unknown) => { success: boolean } } | undefined;
+  return typeof zod?.safeParse === 'function' && zod.safeParse(undefined).success;
+}
+
 /**
  * fastify-type-provider-zod's validator, except that a missing body is no body for a body
  * schema that allows none (`POST /api/v1/keys/create`, README): Fastify hands a request
  * without body and Content-Type to the body validator as null, which such a schema refuses.
- * A JSON body `null` is then no body too (the key gets the default name); routes whose body
- * schema needs a body are unchanged.
+ * A JSON body `null` cannot be told from that here: such routes refuse it before validation
+ * (refuseNullBody), as routes whose body schema needs a body do.
  */
 const bodyOptionalAware: typeof validatorCompiler = (route) => {
   const validate = validatorCompiler(route);
-  const schema = route.schema as { safeParse?: (v: unknown) => { success: boolean } };
-  if (route.httpPart !== 'body' || typeof schema.safeParse !== 'function' || !schema.safeParse(undefined).success) return validate;
+  if (route.httpPart !== 'body' || !allowsNoBody(route.schema)) return validate;
   return (data) => validate(data === null ? undefined : data);
 };
 
@@ -278,6 +284,26 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     noBody(req, body) ? done(null, undefined) : done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined),
   );
   app.setValidatorCompiler(bodyOptionalAware);
+  // A JSON body `null` on a route whose body is optional is refused as on the others (it is
+  // not an object; only a request with no body at all is no body): the same 400 the schema
+  // validation answers for `null` where a body is needed (bodyOptionalAware cannot tell them apart).
+  const refuseNullBody: preValidationHookHandler = (req, reply, done) => {
+    if (req.body !== null) return done();
+    sendError(
+      req,
+      reply,
+      400,
+      'INVALID_PARAMETER',
+      wholeBodyMessage('invalid_type', 'expected object, got null'),
+      { location: 'body', field: 'body' },
+      asOf,
+    );
+  };
+  app.addHook('onRoute', (route) => {
+    if (!allowsNoBody(route.schema?.body)) return;
+    const own = route.preValidation;
+    route.preValidation = own === undefined ? refuseNullBody : [refuseNullBody, ...(Array.isArray(own) ? own : [own])];
+  });
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
