@@ -24,6 +24,7 @@ import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 import { OPERATIONS } from '../services/operations/index.ts';
+import { openApiDocumentHandler } from './caching.ts';
 import { sendError, sendServiceError } from './envelope.ts';
 import { createClientErrorHandler } from './client-error.ts';
 import { createGuard } from './guard.ts';
@@ -535,7 +536,12 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       v1.addHook('onRequest', guard);
       // Its own handler so unknown /api/v1 routes pass the guard (rate-limit headers).
       v1.setNotFoundHandler(notFound);
-      v1.get('/openapi.json', { schema: { hide: true }, config: { policy: PUBLIC_UNMETERED } }, async () => app.swagger());
+      // With a weak ETag and 304 (it changes only with the build): src/http/caching.ts.
+      v1.get(
+        '/openapi.json',
+        { schema: { hide: true }, config: { policy: PUBLIC_UNMETERED } },
+        openApiDocumentHandler(() => app.swagger()),
+      );
       await v1.register(v1Routes, { services: deps.services, asOf });
     },
     { prefix: '/api/v1' },

@@ -159,6 +159,44 @@ describe('compression and caching', { skip: SKIP }, () => {
     }
   });
 
+  test('the OpenAPI document: weak ETag, Cache-Control max-age=0, 304 on If-None-Match (gzip too), no quota used', async () => {
+    const ip = h.freshIp();
+    const doc = await h.request('GET', '/api/v1/openapi.json', { ip });
+    assert.equal(doc.status, 200);
+    assert.match(doc.body.openapi, /^3\./);
+    const etag = String(doc.headers.etag);
+    assert.match(etag, /^W\/"[A-Za-z0-9_-]{27}"$/);
+    assert.equal(doc.headers['cache-control'], 'public, max-age=0');
+    assert.equal((await h.request('GET', '/api/v1/openapi.json', { ip })).headers.etag, etag, 'the same tag each time');
+    const notModified = await h.request('GET', '/api/v1/openapi.json', { ip, headers: { 'if-none-match': etag } });
+    assert.equal(notModified.status, 304);
+    assert.equal(notModified.raw, '');
+    assert.equal(notModified.headers.etag, etag);
+    assert.equal(notModified.headers['cache-control'], 'public, max-age=0');
+    const varied = (v: unknown) =>
+      String(v)
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .sort();
+    assert.deepEqual(varied(doc.headers.vary), ['accept-encoding', 'authorization', 'origin']);
+    assert.deepEqual(varied(notModified.headers.vary), varied(doc.headers.vary));
+    // What a generator sends: compressed, then revalidated with the tag it got.
+    const gzip = await h.app.inject({ method: 'GET', url: '/api/v1/openapi.json', headers: { 'accept-encoding': 'gzip' } });
+    assert.equal(gzip.headers['content-encoding'], 'gzip');
+    assert.equal(gzip.headers.etag, etag);
+    const again = await h.app.inject({
+      method: 'GET',
+      url: '/api/v1/openapi.json',
+      headers: { 'accept-encoding': 'gzip', 'if-none-match': String(gzip.headers.etag) },
+    });
+    assert.equal(again.statusCode, 304);
+    const keyed = await h.request('GET', '/api/v1/openapi.json', { token: (await h.keyFor('free')).key });
+    assert.equal(keyed.headers['cache-control'], 'private, max-age=0');
+    assert.equal(keyed.headers.etag, etag);
+    const after = await h.request('GET', '/api/v1/assets', { ip });
+    assert.equal(after.headers['x-ratelimit-remaining'], '9', 'the document is unmetered');
+  });
+
   test('signal history (key only) is private; keys, theses and errors are no-store', async () => {
     const pro = await h.keyFor('pro');
     const hist = await h.request('GET', '/api/v1/signal-history/BTC?days=7', { token: pro.key });
