@@ -261,10 +261,38 @@ export async function createEmbeddedIdentity(opts: {
     // One session: whether it was one of the caller's (false: no such session, nothing done).
     return Response.json({ status: target === null || removed.length > 0 });
   };
+  /**
+   * A sign-up that lost a race for its email: sign-ups of one email at the same moment each
+   * find no account, then all but one fail on the unique email (PostgreSQL; on PGlite the
+   * transactions run one at a time), and better-auth answered those 422 FAILED_TO_CREATE_USER,
+   * which told that the email had just been taken. Asked again, better-auth finds the account
+   * and gives the answer of any duplicate sign-up (`{token: null, user}`, README: it does not
+   * tell which emails exist). Asked through `auth.api`, so the retry does not count against
+   * better-auth's burst limit (a client would see a 429 a later duplicate does not get).
+   */
+  const signUp = async (request: Request): Promise<Response> => {
+    const body = (await request
+      .clone()
+      .json()
+      .catch(() => null)) as Record<string, unknown> | null;
+    const res = await auth.handler(request);
+    if (res.status !== 422 || body === null) return res;
+    const { code } = (await res
+      .clone()
+      .json()
+      .catch(() => ({}))) as { code?: unknown };
+    if (code !== 'FAILED_TO_CREATE_USER') return res;
+    await res.body?.cancel().catch(() => {});
+    return auth.api.signUpEmail({ body: body as never, headers: request.headers, asResponse: true });
+  };
+  const isSignUp = (request: Request) =>
+    request.method === 'POST' && new URL(request.url).pathname.replace(/\/+$/, '').toLowerCase() === `${AUTH_BASE_PATH}/sign-up/email`;
   const handler = async (request: Request): Promise<Response> => {
     let outcome: { result: Response | null; databaseDown: boolean; err?: unknown };
     try {
-      outcome = await gate.run(() => trackDatabase(async () => (await revokeByDigest(request)) ?? auth.handler(request)));
+      outcome = await gate.run(() =>
+        trackDatabase(async () => (await revokeByDigest(request)) ?? (isSignUp(request) ? signUp(request) : auth.handler(request))),
+      );
     } catch (err) {
       outcome = { result: null, databaseDown: (err instanceof IdentityDatabaseError && err.unavailable) || isDependencyDown(err), err };
     }

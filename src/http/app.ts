@@ -11,6 +11,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
   LogController,
+  type preValidationHookHandler,
 } from 'fastify';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
@@ -23,6 +24,7 @@ import { rateLimitHeaders, TierRateLimiter } from '../rate-limit/limiter.ts';
 import { type Access, anonymousCaller, PUBLIC_UNMETERED } from '../services/access.ts';
 import type { Services } from '../services/operation.ts';
 import { OPERATIONS } from '../services/operations/index.ts';
+import { openApiDocumentHandler } from './caching.ts';
 import { sendError, sendServiceError } from './envelope.ts';
 import { createClientErrorHandler } from './client-error.ts';
 import { createGuard } from './guard.ts';
@@ -103,17 +105,22 @@ export function wholeBodyMessage(keyword: string | undefined, reason: string | u
   return `Invalid body: expected a JSON object${got ? `, got ${got}` : ''}; send the fields as a JSON object ({"name": value, ...}; the API reference at /docs lists this route's fields)`;
 }
 
+/** Whether `schema` is a zod body schema that allows no body (`POST /api/v1/keys/create`). */
+function allowsNoBody(schema: unknown): boolean {
+  const zod = schema as { safeParse?: (v: unknown) => { success: boolean } } | undefined;
+  return typeof zod?.safeParse === 'function' && zod.safeParse(undefined).success;
+}
+
 /**
  * fastify-type-provider-zod's validator, except that a missing body is no body for a body
  * schema that allows none (`POST /api/v1/keys/create`, README): Fastify hands a request
  * without body and Content-Type to the body validator as null, which such a schema refuses.
- * A JSON body `null` is then no body too (the key gets the default name); routes whose body
- * schema needs a body are unchanged.
+ * A JSON body `null` cannot be told from that here: such routes refuse it before validation
+ * (refuseNullBody), as routes whose body schema needs a body do.
  */
 const bodyOptionalAware: typeof validatorCompiler = (route) => {
   const validate = validatorCompiler(route);
-  const schema = route.schema as { safeParse?: (v: unknown) => { success: boolean } };
-  if (route.httpPart !== 'body' || typeof schema.safeParse !== 'function' || !schema.safeParse(undefined).success) return validate;
+  if (route.httpPart !== 'body' || !allowsNoBody(route.schema)) return validate;
   return (data) => validate(data === null ? undefined : data);
 };
 
@@ -121,6 +128,14 @@ const bodyOptionalAware: typeof validatorCompiler = (route) => {
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/**
+ * An OPTIONS request that is not a CORS preflight (no `Origin` or no
+ * `Access-Control-Request-Method`): a client asking which methods a path takes.
+ */
+function isPlainOptions(req: FastifyRequest): boolean {
+  return req.method === 'OPTIONS' && (!req.headers.origin || !req.headers['access-control-request-method']);
 }
 
 /** The methods of the service's routes, for telling a wrong method from a wrong path. */
@@ -270,6 +285,26 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     noBody(req, body) ? done(null, undefined) : done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(), undefined),
   );
   app.setValidatorCompiler(bodyOptionalAware);
+  // A JSON body `null` on a route whose body is optional is refused as on the others (it is
+  // not an object; only a request with no body at all is no body): the same 400 the schema
+  // validation answers for `null` where a body is needed (bodyOptionalAware cannot tell them apart).
+  const refuseNullBody: preValidationHookHandler = (req, reply, done) => {
+    if (req.body !== null) return done();
+    sendError(
+      req,
+      reply,
+      400,
+      'INVALID_PARAMETER',
+      wholeBodyMessage('invalid_type', 'expected object, got null'),
+      { location: 'body', field: 'body' },
+      asOf,
+    );
+  };
+  app.addHook('onRoute', (route) => {
+    if (!allowsNoBody(route.schema?.body)) return;
+    const own = route.preValidation;
+    route.preValidation = own === undefined ? refuseNullBody : [refuseNullBody, ...(Array.isArray(own) ? own : [own])];
+  });
   // Handlers send pre-serialized JSON strings; objects (if any) are plain JSON.stringify'd.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
@@ -369,6 +404,8 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
     const url = pathOf(req.url);
     return ROUTE_METHODS.filter((method) => method !== req.method && app.findRoute({ method, url }) !== null);
   };
+  /** An Allow header's value for `methods`: HEAD beside GET (every GET route answers HEAD, RFC 9110 section 9.3.2). */
+  const allowOf = (methods: readonly string[]) => methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
   const notFound = (req: FastifyRequest, reply: FastifyReply) => {
     if (isPageNavigation(req))
       return pageHeaders(reply.code(404).type('text/html; charset=utf-8'), NOT_FOUND_CSP)
@@ -376,8 +413,7 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
         .header('x-request-id', req.id)
         .send(notFoundPage(pathOf(req.url)));
     const methods = otherMethods(req);
-    // Allow lists HEAD too where GET is taken: every GET route answers HEAD (RFC 9110 section 9.3.2).
-    if (methods.length > 0) reply.header('allow', methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', '));
+    if (methods.length > 0) reply.header('allow', allowOf(methods));
     return sendError(
       req,
       reply,
@@ -462,6 +498,28 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
   const origins = deps.config.CORS_ORIGINS.trim();
   await app.register(
     async (v1) => {
+      // An OPTIONS that is not a CORS preflight (no Origin or no Access-Control-Request-Method,
+      // e.g. `curl -X OPTIONS`) asks which methods the path takes (RFC 9110 section 9.3.7): 204
+      // with Allow, before @fastify/cors, which would answer a plain-text 400 "Invalid Preflight
+      // Request" outside the envelope. A path no route takes gets the envelope's 404 with the
+      // client address's rate-limit headers (as errors before routing). No quota used.
+      v1.addHook('onRequest', (req, reply, done) => {
+        if (!isPlainOptions(req)) return done();
+        const methods = otherMethods(req);
+        if (methods.length > 0) {
+          reply
+            .code(204)
+            .header('allow', `${allowOf(methods)}, OPTIONS`)
+            .header('cache-control', 'no-store')
+            .send();
+          return;
+        }
+        addressLimits(req.ip)
+          .then((limits) => {
+            notFound(req, reply.headers(rateLimitHeaders(limits)));
+          })
+          .catch(done);
+      });
       // CORS before the guard: a preflight is answered without touching the quota. No
       // credentials mode: keys and JWTs travel in the Authorization header, never in cookies.
       await v1.register(fastifyCors, {
@@ -478,7 +536,12 @@ export async function buildHttpApp(deps: HttpDeps, identity: EmbeddedIdentity | 
       v1.addHook('onRequest', guard);
       // Its own handler so unknown /api/v1 routes pass the guard (rate-limit headers).
       v1.setNotFoundHandler(notFound);
-      v1.get('/openapi.json', { schema: { hide: true }, config: { policy: PUBLIC_UNMETERED } }, async () => app.swagger());
+      // With a weak ETag and 304 (it changes only with the build): src/http/caching.ts.
+      v1.get(
+        '/openapi.json',
+        { schema: { hide: true }, config: { policy: PUBLIC_UNMETERED } },
+        openApiDocumentHandler(() => app.swagger()),
+      );
       await v1.register(v1Routes, { services: deps.services, asOf });
     },
     { prefix: '/api/v1' },

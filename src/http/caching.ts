@@ -114,3 +114,29 @@ export function applyCaching(
   reply.code(304).send();
   return true;
 }
+
+/**
+ * The handler of `GET /api/v1/openapi.json`: `document` (the swagger plugin's object) is
+ * serialized once, at the first request, and answered 200 with a weak ETag (its SHA-1,
+ * base64url), or 304 on a matching `If-None-Match`, so that client generators and /docs
+ * revalidate the ~125 KB document instead of fetching it again. `Cache-Control: max-age=0`
+ * (revalidated each time: it changes only with the build, but a restart with a new build must
+ * be seen at once), `public` without credentials and `private` with them, and `Vary` as market
+ * data (VARY): the rate-limit headers are the caller's.
+ */
+export function openApiDocumentHandler(document: () => unknown): (req: FastifyRequest, reply: FastifyReply) => FastifyReply {
+  let served: { json: string; etag: string } | null = null;
+  return (req, reply) => {
+    if (!served) {
+      const json = JSON.stringify(document());
+      served = { json, etag: `W/"${createHash('sha1').update(json).digest('base64url')}"` };
+    }
+    const vary = reply.getHeader('vary');
+    reply
+      .header('Cache-Control', `${req.headers.authorization ? 'private' : 'public'}, max-age=0`)
+      .header('ETag', served.etag)
+      .header('Vary', vary ? `${String(vary)}, ${VARY}` : VARY);
+    if (ifNoneMatch(req.headers['if-none-match'], served.etag)) return reply.code(304).send();
+    return reply.type('application/json; charset=utf-8').send(served.json);
+  };
+}

@@ -287,6 +287,15 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpHttpDeps): Promis
   // catch-all preflight route to /mcp/*, and the OPTIONS route below gives /mcp itself one.
   await app.register(
     async (mcp) => {
+      // An OPTIONS that is not a CORS preflight (no Origin or no Access-Control-Request-Method,
+      // e.g. `curl -X OPTIONS`) asks which methods /mcp takes (RFC 9110 section 9.3.7): 204 with
+      // Allow, before @fastify/cors, which would answer a plain-text 400 "Invalid Preflight
+      // Request". Under /mcp/ only the plugin's catch-all takes OPTIONS: no such route (404).
+      mcp.addHook('onRequest', (req, reply, done) => {
+        if (req.method !== 'OPTIONS' || (req.headers.origin && req.headers['access-control-request-method'])) return done();
+        if (req.routeOptions.url?.endsWith('*')) reply.callNotFound();
+        else reply.code(204).header('allow', 'OPTIONS, POST').header('cache-control', 'no-store').send();
+      });
       await mcp.register(fastifyCors, {
         origin: true,
         methods: ['POST', 'GET', 'DELETE'],

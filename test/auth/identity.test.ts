@@ -546,6 +546,68 @@ test('a sign-up that fails after creating the user leaves no half-made account (
   }
 });
 
+/**
+ * Sign-ups of one email at the same moment: each looks the email up before any has created the
+ * account, so all but one lose on the unique email. The losers must get the answer a later
+ * duplicate sign-up gets (200 {token: null, user}), not better-auth's 422 FAILED_TO_CREATE_USER,
+ * which told that the email had just been taken.
+ */
+async function racingSignUps(target: Service, email: string, from: string): Promise<void> {
+  const password = 'amber kettle quietly orbits';
+  const ups = await Promise.all(
+    Array.from({ length: 4 }, (_, i) =>
+      target.app.inject({
+        method: 'POST',
+        url: '/auth/sign-up/email',
+        payload: { name: 'Racer', email, password },
+        remoteAddress: `${from}${i + 1}`,
+      }),
+    ),
+  );
+  for (const up of ups) {
+    assert.equal(up.statusCode, 200, up.body);
+    const body = up.json() as { token: unknown; user: Record<string, unknown> };
+    assert.equal(body.token, null);
+    assert.deepEqual(Object.keys(body.user).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt']);
+    assert.equal(body.user.email, email);
+  }
+  const rows = await target.database.db.select({ id: authUser.id }).from(authUser).where(eq(authUser.email, email));
+  assert.equal(rows.length, 1, 'one account');
+  // A later duplicate sign-up answers the same way.
+  const later = await target.app.inject({
+    method: 'POST',
+    url: '/auth/sign-up/email',
+    payload: { name: 'Racer', email, password },
+    remoteAddress: `${from}9`,
+  });
+  assert.equal(later.statusCode, 200, later.body);
+  for (const up of ups) assert.deepEqual(Object.keys(up.headers).sort(), Object.keys(later.headers).sort(), 'the same headers');
+  const signIn = await target.app.inject({
+    method: 'POST',
+    url: '/auth/sign-in/email',
+    payload: { email, password },
+    remoteAddress: `${from}8`,
+  });
+  assert.equal(signIn.statusCode, 200, signIn.body);
+}
+
+test('sign-ups of one email racing each other all get the duplicate answer, not 422 FAILED_TO_CREATE_USER (PGlite)', async () => {
+  await racingSignUps(svc, `race.${Date.now()}@example.com`, '10.8.8.');
+});
+
+test('sign-ups of one email racing each other all get the duplicate answer, not 422 FAILED_TO_CREATE_USER (PostgreSQL)', async (t) => {
+  if (!(await postgresAvailable())) return void t.skip(PG_SKIP);
+  const tmp = await createTempPgDatabase();
+  let pgSvc: Service | null = null;
+  try {
+    pgSvc = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'r'.repeat(40) }), { publicUrl: 'http://race.idp.test' });
+    await racingSignUps(pgSvc, 'race@example.com', '10.8.9.');
+  } finally {
+    await pgSvc?.stop();
+    await tmp.drop();
+  }
+});
+
 test('a burst of sign-in attempts from one address is cut at the eleventh within 60 s (better-auth, per instance)', async () => {
   // Different accounts each time, so that the service's own throttle (10 per account, 30 per
   // address per 15 minutes) does not answer first: this is better-auth's burst rule.

@@ -43,6 +43,27 @@ describe('CORS', { skip: SKIP }, () => {
     assert.match(String(r.headers.vary), /Origin/);
   });
 
+  test('an OPTIONS that is not a preflight (no Origin, curl -X OPTIONS) is 204 with Allow, an unknown path the envelope 404; no quota used', async () => {
+    const ip = h.freshIp();
+    for (const headers of [{}, { origin: ALLOWED }, { 'access-control-request-method': 'GET' }] as Record<string, string>[]) {
+      const r = await h.request('OPTIONS', '/api/v1/signals', { ip, headers });
+      assert.equal(r.status, 204, `${JSON.stringify(headers)}: ${r.raw}`);
+      assert.equal(r.headers.allow, 'GET, HEAD, OPTIONS');
+      assert.equal(r.raw, '');
+    }
+    const keys = await h.request('OPTIONS', '/api/v1/keys', { ip });
+    assert.equal(keys.status, 204);
+    assert.equal(keys.headers.allow, 'GET, HEAD, OPTIONS');
+    assert.equal((await h.request('OPTIONS', '/api/v1/keys/create', { ip })).headers.allow, 'POST, OPTIONS');
+    const unknown = await h.request('OPTIONS', '/api/v1/nope', { ip });
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.status, 'error');
+    assert.equal(unknown.body.error.code, 'NOT_FOUND');
+    assert.equal(unknown.headers['x-ratelimit-remaining'], '10', "the client address's limits, nothing counted");
+    const after = await h.request('GET', '/api/v1/assets', { ip });
+    assert.equal(after.headers['x-ratelimit-remaining'], '9', 'the OPTIONS requests consumed no quota');
+  });
+
   test('another origin gets no Access-Control-Allow-Origin (the browser refuses)', async () => {
     const pre = await h.request('OPTIONS', '/api/v1/signals', {
       headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' },
@@ -136,6 +157,44 @@ describe('compression and caching', { skip: SKIP }, () => {
       assert.equal(notModified.headers.etag, etag);
       assert.equal(String(notModified.headers['cache-control']).split(',')[0], String(gzip.headers['cache-control']).split(',')[0]);
     }
+  });
+
+  test('the OpenAPI document: weak ETag, Cache-Control max-age=0, 304 on If-None-Match (gzip too), no quota used', async () => {
+    const ip = h.freshIp();
+    const doc = await h.request('GET', '/api/v1/openapi.json', { ip });
+    assert.equal(doc.status, 200);
+    assert.match(doc.body.openapi, /^3\./);
+    const etag = String(doc.headers.etag);
+    assert.match(etag, /^W\/"[A-Za-z0-9_-]{27}"$/);
+    assert.equal(doc.headers['cache-control'], 'public, max-age=0');
+    assert.equal((await h.request('GET', '/api/v1/openapi.json', { ip })).headers.etag, etag, 'the same tag each time');
+    const notModified = await h.request('GET', '/api/v1/openapi.json', { ip, headers: { 'if-none-match': etag } });
+    assert.equal(notModified.status, 304);
+    assert.equal(notModified.raw, '');
+    assert.equal(notModified.headers.etag, etag);
+    assert.equal(notModified.headers['cache-control'], 'public, max-age=0');
+    const varied = (v: unknown) =>
+      String(v)
+        .split(',')
+        .map((x) => x.trim().toLowerCase())
+        .sort();
+    assert.deepEqual(varied(doc.headers.vary), ['accept-encoding', 'authorization', 'origin']);
+    assert.deepEqual(varied(notModified.headers.vary), varied(doc.headers.vary));
+    // What a generator sends: compressed, then revalidated with the tag it got.
+    const gzip = await h.app.inject({ method: 'GET', url: '/api/v1/openapi.json', headers: { 'accept-encoding': 'gzip' } });
+    assert.equal(gzip.headers['content-encoding'], 'gzip');
+    assert.equal(gzip.headers.etag, etag);
+    const again = await h.app.inject({
+      method: 'GET',
+      url: '/api/v1/openapi.json',
+      headers: { 'accept-encoding': 'gzip', 'if-none-match': String(gzip.headers.etag) },
+    });
+    assert.equal(again.statusCode, 304);
+    const keyed = await h.request('GET', '/api/v1/openapi.json', { token: (await h.keyFor('free')).key });
+    assert.equal(keyed.headers['cache-control'], 'private, max-age=0');
+    assert.equal(keyed.headers.etag, etag);
+    const after = await h.request('GET', '/api/v1/assets', { ip });
+    assert.equal(after.headers['x-ratelimit-remaining'], '9', 'the document is unmetered');
   });
 
   test('signal history (key only) is private; keys, theses and errors are no-store', async () => {

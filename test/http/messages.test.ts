@@ -191,6 +191,8 @@ describe('messages that say what to do next', { skip: SKIP }, () => {
       ['/api/v1/keys/revoke', jwt, 3, 'an integer'],
       ['/api/v1/thesis', key, null, 'null'],
       ['/api/v1/keys/revoke', jwt, null, 'null'],
+      // Its body is optional, but a JSON null is a body, and not an object (no body at all is none: keys.test.ts).
+      ['/api/v1/keys/create', jwt, null, 'null'],
     ] as const) {
       const r = await harness().request('POST', path, { token, body });
       expectError(r, 400, 'INVALID_PARAMETER');

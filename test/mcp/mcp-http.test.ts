@@ -860,6 +860,17 @@ describe('MCP over HTTP: refusals of methods and of addresses over the failed-au
     }
   });
 
+  test('an OPTIONS that is not a CORS preflight (no Origin, curl -X OPTIONS) is 204 with Allow; under /mcp/ a 404', async () => {
+    for (const headers of [{}, { origin: hh.base }] as Record<string, string>[]) {
+      const res = await fetch(`${hh.base}/mcp`, { method: 'OPTIONS', headers });
+      assert.equal(res.status, 204, `${JSON.stringify(headers)}: ${await res.text()}`);
+      assert.equal(res.headers.get('allow'), 'OPTIONS, POST');
+    }
+    const other = await fetch(`${hh.base}/mcp/nope`, { method: 'OPTIONS' });
+    assert.equal(other.status, 404);
+    assert.equal(((await other.json()) as { error: { code: string } }).error.code, 'NOT_FOUND');
+  });
+
   test('an address over its failed-auth budget gets 429 with REST details in the JSON-RPC error data', async () => {
     const from = '10.7.0.1';
     const post = (key: string) =>
