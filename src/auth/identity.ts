@@ -158,9 +158,13 @@ export async function createEmbeddedIdentity(opts: {
         // state) at error level with the client's values in the text: the client's mistake, not
         // the service's, so a warning, and at most LOGGED_MESSAGE_MAX characters of it, so that
         // anonymous requests cannot fill the error log with lines of their own making.
+        // Sign-ups of one email racing each other: the losers' user insert fails on the unique
+        // email (SQLSTATE 23505) and better-auth logs it as an error; they get the duplicate
+        // answer (signUp below), so it is a warning, not a fault of the service.
+        const raced = err instanceof IdentityDatabaseError && err.code === '23505';
         const text = redact(message);
         const short = text.length > LOGGED_MESSAGE_MAX ? `${text.slice(0, LOGGED_MESSAGE_MAX)}… (${text.length} characters)` : text;
-        log[level === 'error' && !err ? 'warn' : level](err ? { err: safeError(err) } : {}, short);
+        log[level === 'error' && (!err || raced) ? 'warn' : level](err ? { err: safeError(err) } : {}, short);
       },
     },
     // Unexpected errors are thrown to `handler` below (logged there, as JSON and without

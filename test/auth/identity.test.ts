@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import { after, before, test } from 'node:test';
+import { Writable } from 'node:stream';
 import { eq, sql } from 'drizzle-orm';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { AuthError, createJwtVerifier } from '../../src/auth/jwt.ts';
@@ -600,8 +601,22 @@ test('sign-ups of one email racing each other all get the duplicate answer, not 
   const tmp = await createTempPgDatabase();
   let pgSvc: Service | null = null;
   try {
-    pgSvc = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'r'.repeat(40) }), { publicUrl: 'http://race.idp.test' });
+    const lines: string[] = [];
+    const logStream = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    pgSvc = await createService(testConfig({ DATABASE_URL: tmp.url, AUTH_SECRET: 'r'.repeat(40), LOG_LEVEL: 'info' }), {
+      publicUrl: 'http://race.idp.test',
+      logStream,
+    });
     await racingSignUps(pgSvc, 'race@example.com', '10.8.9.');
+    // A lost race is logged as a warning (level 40), not as an error of the service (50).
+    const raced = lines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => /Failed to create user/.test(l.msg));
+    assert.ok(raced.length > 0, 'the lost races are logged');
+    assert.deepEqual([...new Set(raced.map((l) => l.level))], [40]);
   } finally {
     await pgSvc?.stop();
     await tmp.drop();
