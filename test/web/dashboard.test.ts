@@ -186,7 +186,7 @@ describe('dashboard in Chromium', { skip: SKIP }, () => {
     // The 30-day horizon, counted from now (the wall clock), not from the data's as-of day.
     const ends = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
     const horizon = (await thesis.locator('.horizon').textContent()) ?? '';
-    assert.match(horizon, /^Horizon ends (\d{4}-\d{2}-\d{2}) \(30 days left\)$/);
+    assert.match(horizon, /^Horizon ends (\d{4}-\d{2}-\d{2}) UTC \(30 days left\)$/);
     assert.ok(Math.abs(Date.parse(horizon.slice(13, 23)) - Date.parse(ends)) <= 86_400_000, horizon);
 
     // Deleting it, with a confirmation: a message says so and takes the keyboard focus (the

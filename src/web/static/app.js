@@ -1790,8 +1790,8 @@ function thesesSection(assets) {
         ? h('p', {
             class: `small horizon${health.horizon.passed ? ' alert' : ''}`,
             text: health.horizon.passed
-              ? `Horizon passed on ${health.horizon.ends_at.slice(0, 10)}: review the thesis`
-              : `Horizon ends ${health.horizon.ends_at.slice(0, 10)} (${health.horizon.days_left} ${health.horizon.days_left === 1 ? 'day' : 'days'} left)`,
+              ? `Horizon passed on ${health.horizon.ends_at.slice(0, 10)} UTC: review the thesis`
+              : `Horizon ends ${health.horizon.ends_at.slice(0, 10)} UTC (${health.horizon.days_left} ${health.horizon.days_left === 1 ? 'day' : 'days'} left)`,
           })
         : null,
       health
