@@ -802,6 +802,42 @@ describe('a slow or failing service', { skip: SKIP }, () => {
     }
   });
 
+  test('sign-in and sign-out with no answer within 30 s say so instead of "Working..." for as long as the browser waits', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await ctx.newPage();
+      await page.clock.install();
+      const email = `stalled-signin.${Date.now()}@example.com`;
+      await signUp(page, email);
+      await page.route('**/auth/sign-out', () => {});
+      let asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/auth/sign-out');
+      await page.click('#signout');
+      await asked;
+      await page.clock.fastForward(31_000);
+      await page.waitForFunction(() => /No answer/.test(document.querySelector('#signout-msg')?.textContent ?? ''));
+      assert.equal(
+        await page.textContent('#signout-msg'),
+        'No answer from the service within 30 seconds: you may still be signed in; try again.',
+      );
+      await page.unrouteAll();
+      await page.click('#signout');
+      await page.waitForSelector('#signin-msg');
+
+      await page.route('**/auth/sign-in/email', () => {});
+      await page.fill('#email', email);
+      await page.fill('#password', PASSWORD);
+      asked = page.waitForRequest((r) => new URL(r.url()).pathname === '/auth/sign-in/email');
+      await page.click('button[type="submit"]');
+      await asked;
+      assert.equal(await page.textContent('#signin-msg'), 'Working...');
+      await page.clock.fastForward(31_000);
+      await page.waitForFunction(() => /No answer/.test(document.querySelector('#signin-msg')?.textContent ?? ''));
+      assert.equal(await page.textContent('#signin-msg'), 'No answer from the service within 30 seconds: try again in a moment.');
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('without JavaScript the page says it needs it and where the same figures are, instead of only "Loading..."', async () => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
     try {

@@ -246,6 +246,19 @@ const API_TIMEOUT_MS = 30_000;
 const NO_ANSWER_CHANGE = `No answer from the service within ${API_TIMEOUT_MS / 1000} seconds: the request may or may not have been applied. Refresh the list to see whether it was.`;
 
 /**
+ * `fetch` that gives up (rejects with an AbortError) when no answer has come within
+ * API_TIMEOUT_MS: the identity provider's sign-in, sign-up and sign-out, so a stalled request
+ * does not leave "Working..." or a dead button for as long as the browser keeps it open.
+ */
+function fetchWithin(url, init) {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), API_TIMEOUT_MS);
+  return fetch(url, { ...init, signal: ctl.signal }).finally(() => clearTimeout(timer));
+}
+/** Whether `e` is fetchWithin giving up (no answer in time) rather than a failed connection. */
+const noAnswer = (e) => e?.name === 'AbortError';
+
+/**
  * A call to /api/v1 with the user's JWT: `{ok, status, body, tier}`. Never throws: when the
  * service cannot be reached, `{ok: false, status: 0}` with NETWORK_ERROR as the message, so
  * every caller shows it and re-enables its form; when no answer comes within API_TIMEOUT_MS,
@@ -1261,7 +1274,7 @@ function signInForm() {
     msg,
   );
   const post = (what, b) =>
-    fetch(`/auth/${what}/email`, {
+    fetchWithin(`/auth/${what}/email`, {
       method: 'POST',
       credentials: 'same-origin',
       headers: { 'content-type': 'application/json' },
@@ -1290,9 +1303,16 @@ function signInForm() {
       // Signed in: the account page's own address, and the keyboard focus on its heading.
       if (location.pathname !== '/account') history.replaceState(null, '', '/account');
       await accountPage({ focus: true });
-    } catch {
-      // The same words as every other account action that cannot reach the service.
-      say(msg, NETWORK_ERROR, 'error');
+    } catch (err) {
+      // The same words as every other account action that cannot reach the service; without an
+      // answer in time the sign-up may have gone through, which the message says.
+      say(
+        msg,
+        noAnswer(err)
+          ? `No answer from the service within ${API_TIMEOUT_MS / 1000} seconds: try again in a moment${kind === 'up' ? '; if the account was created meanwhile, sign in with its password' : ''}.`
+          : NETWORK_ERROR,
+        'error',
+      );
     }
   }
   form.addEventListener('submit', (ev) => {
@@ -1913,15 +1933,23 @@ async function renderAccount() {
     id: 'signout',
     text: 'Sign out',
     onclick: async () => {
-      const res = await fetch('/auth/sign-out', {
+      const res = await fetchWithin('/auth/sign-out', {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'content-type': 'application/json' },
         body: '{}',
-      }).catch(() => null);
+      }).catch((e) => e);
       // Still signed in when the service was not reached or refused: say so, keep the page.
-      if (!res || !res.ok)
-        return sayAndFocus(signOutMsg, res ? `Sign-out failed (HTTP ${res.status}): try again.` : NETWORK_ERROR, 'error');
+      if (!(res instanceof Response) || !res.ok)
+        return sayAndFocus(
+          signOutMsg,
+          res instanceof Response
+            ? `Sign-out failed (HTTP ${res.status}): try again.`
+            : noAnswer(res)
+              ? `No answer from the service within ${API_TIMEOUT_MS / 1000} seconds: you may still be signed in; try again.`
+              : NETWORK_ERROR,
+          'error',
+        );
       jwtCache = null;
       await accountPage({ focus: true });
     },
